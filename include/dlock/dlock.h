@@ -1,0 +1,401 @@
+/*
+ * dlock.h: the public API of dlock, the only header applications include.
+ *
+ * dlock puts many kinds of distributed lock behind one small API. An
+ * application opens a client on a backend URI (file://, redis://, zk://,
+ * postgres://, mysql://, ...), makes a lock handle per name, and acquires,
+ * renews and releases through the handle. This header knows nothing of any
+ * backend: the URI's scheme picks one at run time.
+ *
+ * Ownership: the owner of a lock is a lock handle, not a thread. Each handle
+ * has the id "<client uuid>:<handle serial>"; a handle may be acquired in one
+ * thread and released in another, and two handles on the same name exclude
+ * each other even inside one process.
+ *
+ * Threads, the general rule: a client is shared by any number of threads; a
+ * lock handle is used by one thread at a time (any thread). Exceptions are
+ * stated in the "Threads:" line of each function.
+ *
+ * Stability: this header stays source and binary compatible through a major
+ * version; option structs grow at the end and carry a version field.
+ */
+#ifndef DLOCK_DLOCK_H
+#define DLOCK_DLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(DLOCK_BUILDING) && defined(__GNUC__)
+#define DLOCK_API __attribute__((visibility("default")))
+#else
+#define DLOCK_API
+#endif
+
+#define DLOCK_VERSION_MAJOR 0
+#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_PATCH 0
+#define DLOCK_VERSION_STRING "0.1.0"
+
+/** The version of the library actually linked, e.g. "0.1.0". */
+DLOCK_API const char *dlock_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * One list feeds the enum, dlock_strerror() and dlock_err_name(). Zero is
+ * success, failures are negative. Numbers never move; new codes are added at
+ * the end.
+ */
+#define DLOCK_ERROR_MAP(XX)                                                  \
+    XX(ERROR, -1, "failed; see the handle's message")                       \
+    XX(EBUSY, -2, "held by another owner")                                  \
+    XX(ETIMEDOUT, -3, "deadline passed before the lock was granted")        \
+    XX(ELOST, -4, "lock lost: lease expired or session ended")              \
+    XX(ECONNECT, -5, "cannot reach the lock service")                       \
+    XX(ENOBACKEND, -6, "no backend for this URI scheme in this build")      \
+    XX(EINVAL, -7, "invalid argument")                                      \
+    XX(ENOTOWNER, -8, "the lock is held by another owner")                  \
+    XX(ENOTHELD, -9, "the lock is not held by this handle")                 \
+    XX(ENOMEM, -10, "out of memory")                                        \
+    XX(EUNSUPPORTED, -11, "not supported by this backend or mode")          \
+    XX(ECLOSED, -12, "the client was closed")
+
+typedef enum {
+    DLOCK_OK = 0,
+#define DLOCK_XX_(name, value, text) DLOCK_##name = (value),
+    DLOCK_ERROR_MAP(DLOCK_XX_)
+#undef DLOCK_XX_
+} dlock_error_code;
+
+/**
+ * A static English sentence for any code, known or not; never NULL, never
+ * allocates. Threads: any.
+ */
+DLOCK_API const char *dlock_strerror(int code);
+
+/** The code's name without prefix ("EBUSY"), or "UNKNOWN". Threads: any. */
+DLOCK_API const char *dlock_err_name(int code);
+
+/* ------------------------------------------------------------------------ */
+/* Capabilities: what a backend, in the mode the URI chose, really gives    */
+/* ------------------------------------------------------------------------ */
+
+#define DLOCK_CAP_LEASE (1u << 0)        /* expires unless renewed */
+#define DLOCK_CAP_CONN_BOUND (1u << 1)   /* dies with its connection/session */
+#define DLOCK_CAP_NATIVE_WAIT (1u << 2)  /* the server queues waiters */
+#define DLOCK_CAP_NOTIFY (1u << 3)       /* waiters are woken by a release */
+#define DLOCK_CAP_FAIR (1u << 4)         /* granted in order of arrival */
+#define DLOCK_CAP_SHARED (1u << 5)       /* shared (reader) mode */
+#define DLOCK_CAP_FENCING (1u << 6)      /* fence strictly increases */
+#define DLOCK_CAP_SURVIVES_RECONNECT (1u << 7) /* a new connection keeps it */
+#define DLOCK_CAP_SESSION_PER_LOCK (1u << 8)   /* a held lock ties a session */
+#define DLOCK_CAP_NO_RENEW (1u << 9)     /* nothing to renew while alive */
+#define DLOCK_CAP_BATCH_RENEW (1u << 10) /* renewals pipelined per session */
+
+/** "lease", "conn-bound", ... for one bit; NULL for an unknown bit. */
+DLOCK_API const char *dlock_cap_name(uint32_t bit);
+
+/** A sentence explaining one bit; NULL for an unknown bit. */
+DLOCK_API const char *dlock_cap_text(uint32_t bit);
+
+/* ------------------------------------------------------------------------ */
+/* Process-wide set-up                                                      */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Initialise every built-in backend's client library once (MySQL's
+ * mysql_library_init is not thread-safe). Reference counted; optional, as
+ * dlock_client_open() calls it too, but call it before starting threads if
+ * several threads may open the first client at once.
+ *
+ * @return DLOCK_OK or the first backend's failure.
+ * Threads: call before other threads use dlock.
+ */
+DLOCK_API int dlock_global_init(void);
+
+/** Undo one dlock_global_init(). Threads: after every client is closed. */
+DLOCK_API void dlock_global_shutdown(void);
+
+/**
+ * The schemes this build knows, built-in and registered, in lookup order.
+ * Writes at most cap pointers (static strings) and returns how many exist.
+ * Threads: any.
+ */
+DLOCK_API size_t dlock_backend_schemes(const char **out, size_t cap);
+
+/* ------------------------------------------------------------------------ */
+/* Clients                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct dlock_client dlock_client;
+typedef struct dlock_lock dlock_lock;
+
+#define DLOCK_LOG_ERROR 0
+#define DLOCK_LOG_WARN 1
+#define DLOCK_LOG_INFO 2
+#define DLOCK_LOG_DEBUG 3
+
+/**
+ * Called for log lines at or below the client's level. Runs on the thread
+ * that logged (possibly the watchdog's): thread-safe, short, and never
+ * calling back into the same client. msg never contains a URI password.
+ */
+typedef void (*dlock_log_fn)(int level, const char *msg, void *payload);
+
+typedef struct {
+    unsigned int version; /* DLOCK_CLIENT_OPTIONS_VERSION */
+    dlock_log_fn log;     /* NULL: no logging */
+    int log_level;        /* DLOCK_LOG_*: the most verbose level passed */
+    void *payload;        /* passed to log */
+} dlock_client_options;
+
+#define DLOCK_CLIENT_OPTIONS_VERSION 1
+#define DLOCK_CLIENT_OPTIONS_INIT \
+    { DLOCK_CLIENT_OPTIONS_VERSION, NULL, DLOCK_LOG_WARN, NULL }
+
+/**
+ * Open a client on a backend URI and connect its first session.
+ *
+ * URI grammar: scheme://[user[:password]@]host[:port][,host[:port]...]
+ * [/path][?key=value&...], percent-encoded, IPv6 hosts in brackets.
+ * Parameters every backend knows: lease (default 30s), timeout (I/O timeout
+ * for connecting and each server call, default 5s), namespace, retry_min,
+ * retry_max. Durations take a unit: 250ms, 5s, 2m, 1h (0 alone is allowed).
+ * Unknown or repeated parameters are errors.
+ *
+ * @param out   set to the new client, even on most failures, so that
+ *              dlock_client_errmsg() can explain; close it either way.
+ *              Left NULL only on DLOCK_ENOMEM or a NULL out.
+ * @param uri   NULL or "": $DLOCK_URI, else the build's default
+ *              (a file:// directory in the user's runtime directory).
+ * @param opts  NULL for defaults.
+ * @return DLOCK_OK, DLOCK_EINVAL (bad URI), DLOCK_ENOBACKEND,
+ *         DLOCK_ECONNECT, DLOCK_ENOMEM, ...
+ * Threads: any.
+ */
+DLOCK_API int dlock_client_open(dlock_client **out, const char *uri,
+                                const dlock_client_options *opts);
+
+/**
+ * Release every lock still held through this client, stop its watchdog,
+ * disconnect, and free it. Handles made from it stay valid memory until
+ * dlock_lock_free(); their calls return DLOCK_ECLOSED. Accepts NULL.
+ *
+ * Threads: when no other thread is inside a call on this client or its
+ * handles.
+ */
+DLOCK_API void dlock_client_close(dlock_client *c);
+
+/**
+ * The last failure of dlock_client_open() or of client-wide calls; "" if
+ * none. Lives until the next such call. Threads: with the call that failed.
+ */
+DLOCK_API const char *dlock_client_errmsg(const dlock_client *c);
+
+typedef struct {
+    const char *scheme;  /* the backend's scheme, e.g. "file" */
+    const char *mode;    /* the backend's mode, e.g. "setnx"; never NULL */
+    uint32_t caps;       /* DLOCK_CAP_* of that mode */
+    const char *uri;     /* the URI with any password replaced by *** */
+    const char *owner;   /* the client's uuid */
+    uint32_t lease_ms;   /* the default lease */
+    uint32_t timeout_ms; /* the I/O timeout */
+} dlock_info;
+
+/**
+ * Describe the client's backend. The strings live as long as the client.
+ * @return DLOCK_OK or DLOCK_EINVAL. Threads: any.
+ */
+DLOCK_API int dlock_client_info(dlock_client *c, dlock_info *out);
+
+/* ------------------------------------------------------------------------ */
+/* Locks                                                                    */
+/* ------------------------------------------------------------------------ */
+
+#define DLOCK_WAIT_FOREVER UINT32_MAX
+
+/* dlock_lock_options.flags */
+#define DLOCK_LOCK_SHARED (1u << 0)     /* shared (reader) mode */
+#define DLOCK_LOCK_NO_WATCHDOG (1u << 1) /* renew only by dlock_renew() */
+
+/**
+ * Called once when a held lock is found lost (a renewal failed or the lease
+ * ran out). Runs on the watchdog thread (or inside dlock_renew(), when that
+ * is what finds it): thread-safe, short, and never calling back into the
+ * same client; dlock_held(lk) is already false.
+ */
+typedef void (*dlock_lost_fn)(dlock_lock *lk, int code, const char *why,
+                              void *payload);
+
+typedef struct {
+    unsigned int version; /* DLOCK_LOCK_OPTIONS_VERSION */
+    uint32_t lease_ms;    /* 0: the URI's lease= or the default */
+    uint32_t flags;       /* DLOCK_LOCK_* */
+    dlock_lost_fn on_lost;
+    void *payload; /* passed to on_lost */
+} dlock_lock_options;
+
+#define DLOCK_LOCK_OPTIONS_VERSION 1
+/* List every field: a shorter list trips -Wextra's missing-field check. */
+#define DLOCK_LOCK_OPTIONS_INIT { DLOCK_LOCK_OPTIONS_VERSION, 0, 0, NULL, NULL }
+
+/* The longest lock name in bytes; backends hash what they cannot store. */
+#define DLOCK_NAME_MAX 65536
+
+/**
+ * Make a lock handle for a name. Does no I/O.
+ *
+ * @param out   the new handle, or NULL on failure
+ * @param c     an open client
+ * @param name  1 to DLOCK_NAME_MAX bytes of UTF-8; copied
+ * @param opts  NULL for defaults
+ * @return DLOCK_OK, DLOCK_EINVAL (the client's message says which argument),
+ *         DLOCK_EUNSUPPORTED (shared mode on a backend without it),
+ *         DLOCK_ENOMEM, DLOCK_ECLOSED.
+ * Threads: any.
+ */
+DLOCK_API int dlock_lock_new(dlock_lock **out, dlock_client *c,
+                             const char *name, const dlock_lock_options *opts);
+
+/**
+ * Release the lock if held (all reentrant levels) and free the handle.
+ * Accepts NULL. Threads: the handle's one user.
+ */
+DLOCK_API void dlock_lock_free(dlock_lock *lk);
+
+/**
+ * Take the lock, waiting at most timeout_ms.
+ *
+ * Acquiring through a handle that already holds the lock only counts one
+ * more level (no I/O); release it as many times.
+ *
+ * @param lk          from dlock_lock_new()
+ * @param timeout_ms  0 (one attempt), milliseconds, or DLOCK_WAIT_FOREVER
+ * @return DLOCK_OK, DLOCK_EBUSY (timeout_ms was 0), DLOCK_ETIMEDOUT,
+ *         DLOCK_ECONNECT, DLOCK_ELOST (the handle's lock was lost: release
+ *         it first), ...; dlock_lock_errmsg(lk) has the details.
+ * Threads: one thread at a time per lock handle; other threads may use
+ * other handles of the same client meanwhile.
+ */
+DLOCK_API int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms);
+
+/** dlock_acquire(lk, 0). */
+DLOCK_API int dlock_try_acquire(dlock_lock *lk);
+
+/**
+ * Drop one level; the last level cancels the renewal (synchronously, so a
+ * renewal can never resurrect the lock) and then releases it on the server,
+ * checking the owner.
+ *
+ * @return DLOCK_OK, DLOCK_ENOTHELD, DLOCK_ELOST (it had been lost; the
+ *         handle is now free to acquire again), DLOCK_ENOTOWNER (another
+ *         owner holds it: ours had expired), DLOCK_ECONNECT (the handle is
+ *         released locally all the same; the server frees the lock when its
+ *         lease or connection ends).
+ * Threads: one thread at a time per lock handle.
+ */
+DLOCK_API int dlock_release(dlock_lock *lk);
+
+/**
+ * Renew now, with the handle's lease: extend a lease, or prove the session
+ * that holds a connection-bound lock alive. The watchdog does this by itself
+ * unless the lock was made with DLOCK_LOCK_NO_WATCHDOG.
+ *
+ * @return DLOCK_OK, DLOCK_ENOTHELD, DLOCK_ELOST, DLOCK_ECONNECT, ...
+ * Threads: one thread at a time per lock handle.
+ */
+DLOCK_API int dlock_renew(dlock_lock *lk);
+
+/**
+ * 1 if the handle holds its lock now: acquired, not released, not found
+ * lost, and the lease (as the client measured it, from before the request
+ * was sent) not run out. 0 otherwise or for NULL. No I/O.
+ * Threads: any (it may race with a release in progress).
+ */
+DLOCK_API int dlock_held(const dlock_lock *lk);
+
+/**
+ * The fencing token of the current holding: strictly greater than every
+ * token given before for this name on this backend, or 0 when the backend
+ * cannot promise that (see DLOCK_CAP_FENCING) or the lock is not held.
+ * Threads: the handle's one user.
+ */
+DLOCK_API uint64_t dlock_fence(const dlock_lock *lk);
+
+/** Reentrant depth: 0 when not held. Threads: the handle's one user. */
+DLOCK_API unsigned int dlock_lock_depth(const dlock_lock *lk);
+
+/** The lock's name as given. Threads: any. */
+DLOCK_API const char *dlock_lock_name(const dlock_lock *lk);
+
+/** The handle's owner id "<client uuid>:<serial>". Threads: any. */
+DLOCK_API const char *dlock_lock_owner(const dlock_lock *lk);
+
+/**
+ * Milliseconds left of the current lease as the client measured it;
+ * DLOCK_WAIT_FOREVER for locks without lease, 0 when not held.
+ */
+DLOCK_API uint32_t dlock_lock_remaining(const dlock_lock *lk);
+
+/**
+ * The handle's last failure: backend scheme, operation, lock name and the
+ * server's own words, never a password; "" after a success. Lives until the
+ * next call on the handle. Threads: the handle's one user.
+ */
+DLOCK_API const char *dlock_lock_errmsg(const dlock_lock *lk);
+
+/* ------------------------------------------------------------------------ */
+/* Looking without taking                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* What a backend can tell of a name; unknown fields say so. */
+typedef struct {
+    int held;             /* 1, 0, or -1 when unknown */
+    char owner[256];      /* "" when unknown or free */
+    uint64_t fence;       /* the last fence handed out, 0 when unknown */
+    int64_t remaining_ms; /* -1 when unknown or no lease */
+    int waiters;          /* -1 when unknown */
+} dlock_state;
+
+/**
+ * Describe a name without taking it (`dlock inspect`).
+ * @return DLOCK_OK, DLOCK_EUNSUPPORTED (the backend cannot look),
+ *         DLOCK_EINVAL, DLOCK_ECONNECT; dlock_client_errmsg() explains.
+ * Threads: any, but the message races with other client-wide calls.
+ */
+DLOCK_API int dlock_inspect(dlock_client *c, const char *name,
+                            dlock_state *out);
+
+/**
+ * For `dlock bench`: run n bare acquire+release cycles of the URI's backend
+ * and mode with its client library alone, no dlock core in the loop, and
+ * write each cycle's latency in nanoseconds to ns_out[i].
+ * @return DLOCK_OK, DLOCK_EUNSUPPORTED (no floor for this backend),
+ *         DLOCK_EINVAL, DLOCK_ENOBACKEND, DLOCK_ECONNECT; err explains.
+ * Threads: any.
+ */
+DLOCK_API int dlock_bench_floor(const char *uri, const char *name, uint32_t n,
+                                uint64_t *ns_out, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------------ */
+/* Durations                                                                */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Parse "250ms", "5s", "1.5s", "2m", "1h" or "0" into milliseconds.
+ * @return DLOCK_OK, or DLOCK_EINVAL for no unit, a bad number or a value
+ *         above UINT32_MAX - 1 ms. Threads: any.
+ */
+DLOCK_API int dlock_parse_duration(const char *text, uint32_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLOCK_DLOCK_H */
