@@ -1,0 +1,380 @@
+/*
+ * file.c: the file:// backend, dlock's embedded default. No server: one
+ * file per lock name in a directory, locked with Linux open-file-description
+ * (OFD) locks.
+ *
+ * Why OFD locks: classic POSIX fcntl locks belong to the process, so two
+ * threads (or two handles) of one process would not exclude each other, and
+ * closing any descriptor of the file drops them all; flock() locks are per
+ * description too but cannot lock byte ranges. OFD locks (F_OFD_SETLK,
+ * Linux 3.15) belong to the open file description: each acquisition opens
+ * its own, so threads and processes exclude each other alike, and the
+ * kernel drops the lock when the holder dies.
+ *
+ * File layout: bytes [0, 8) hold the fencing counter (little-endian), bytes
+ * [8, 8 + OWNER_MAX) the last exclusive holder's owner id, for `dlock
+ * inspect`. Lock ranges are independent of the data: the lock itself is
+ * byte 0 (write lock for exclusive, read lock for shared); byte 1 is a short
+ * write lock that serialises shared holders while they bump the counter.
+ *
+ * Files are never deleted: unlinking a lock file while another process has
+ * it open and is about to lock it lets two holders in (the classic unlink
+ * race). The directory keeps one small file per name ever used. If someone
+ * else deletes one, the holder's renewal notices (see file_renew) and
+ * reports the lock lost; the URI's lease= sets how often it looks.
+ *
+ * Divisions: names and files; open and close; acquire, renew, release;
+ * inspect; the raw floor.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dlock/backend.h"
+
+#define FILE_SEGMENT_MAX 240 /* + ".lock" stays under NAME_MAX (255) */
+#define OWNER_MAX 64
+#define RECORD_SIZE (8 + OWNER_MAX)
+
+extern const struct dlock_backend dlock__backend_file;
+
+struct file_session {
+    struct dlock_session base;
+    int dirfd;
+};
+
+static const char *const file_params[] = {NULL};
+
+/* ---- names and files --------------------------------------------------------- */
+
+/* Open (creating) the lock file of a name. */
+static int file_open_lock(int dirfd, const char *name, size_t len)
+{
+    char fname[FILE_SEGMENT_MAX + 8];
+    size_t n = dlock_name_segment(fname, FILE_SEGMENT_MAX, name, len);
+
+    memcpy(fname + n, ".lock", 6);
+    return openat(dirfd, fname, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+                  0600);
+}
+
+static int file_setlk(int fd, int cmd, short type, off_t start)
+{
+    struct flock fl;
+
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = start;
+    fl.l_len = 1;
+    return fcntl(fd, cmd, &fl);
+}
+
+static uint64_t le64_get(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static void le64_put(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+
+/*
+ * Bump the fencing counter and record the owner. The caller holds byte 0;
+ * shared holders also hold byte 1 around this, so increments never
+ * interleave. Returns the new token, or 0 with errno set.
+ */
+static uint64_t file_bump(int fd, const char *owner, size_t owner_len)
+{
+    unsigned char rec[RECORD_SIZE];
+    ssize_t got = pread(fd, rec, 8, 0);
+    uint64_t fence;
+    size_t n = 8;
+
+    if (got < 0)
+        return 0;
+    fence = got == 8 ? le64_get(rec) + 1 : 1;
+    le64_put(rec, fence);
+    if (owner != NULL) {
+        memset(rec + 8, 0, OWNER_MAX);
+        memcpy(rec + 8, owner, owner_len < OWNER_MAX ? owner_len : OWNER_MAX);
+        n = RECORD_SIZE;
+    }
+    if (pwrite(fd, rec, n, 0) != (ssize_t)n)
+        return 0;
+    return fence;
+}
+
+/* ---- open and close ------------------------------------------------------------- */
+
+static int file_mkdirs(const char *path, char *err, size_t errlen)
+{
+    char buf[4096];
+    size_t len = strlen(path);
+
+    if (len >= sizeof buf)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "path: longer than %zu bytes", sizeof buf - 1);
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return dlock_errorf(err, errlen, DLOCK_ECONNECT,
+                                "cannot create directory %s: %s", buf,
+                                strerror(errno));
+        buf[i] = saved;
+    }
+    return DLOCK_OK;
+}
+
+static int file_open(struct dlock_session **out, const struct dlock_uri *uri,
+                     void *ctx, char *err, size_t errlen)
+{
+    struct file_session *fs;
+    int rc;
+
+    (void)ctx;
+    if (uri->nhosts > 1 ||
+        (uri->nhosts == 1 && uri->hosts[0].host[0] != '\0' &&
+         strcmp(uri->hosts[0].host, "localhost") != 0))
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "host: file:// locks are local; expected "
+                            "file:///absolute/directory");
+    if (uri->nhosts == 1 && uri->hosts[0].port != 0)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "port: file:// takes no port");
+    if (uri->user != NULL)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "userinfo: file:// takes no user or password");
+    if (uri->path[0] != '/')
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "path: expected file:///absolute/directory");
+    if ((rc = file_mkdirs(uri->path, err, errlen)) != DLOCK_OK)
+        return rc;
+
+    fs = calloc(1, sizeof *fs);
+    if (fs == NULL)
+        return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
+    fs->dirfd = open(uri->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fs->dirfd < 0) {
+        rc = dlock_errorf(err, errlen, DLOCK_ECONNECT, "cannot open %s: %s",
+                          uri->path, strerror(errno));
+        free(fs);
+        return rc;
+    }
+    fs->base.backend = &dlock__backend_file;
+    fs->base.caps = dlock__backend_file.caps;
+    fs->base.mode = "ofd";
+    /* Polling is all a file lock offers: start fast, stay fast. */
+    fs->base.retry_min_ms = 1;
+    fs->base.retry_max_ms = 64;
+    *out = &fs->base;
+    return DLOCK_OK;
+}
+
+static void file_close(struct dlock_session *s)
+{
+    struct file_session *fs = (struct file_session *)s;
+
+    close(fs->dirfd);
+    free(fs);
+}
+
+/* ---- acquire, renew, release ----------------------------------------------------- */
+
+static int file_acquire(struct dlock_session *s,
+                        const struct dlock_request *req, int64_t deadline_ms,
+                        struct dlock_grant *grant, uint32_t *retry_ms)
+{
+    struct file_session *fs = (struct file_session *)s;
+    int shared = (req->flags & DLOCK_LOCK_SHARED) != 0;
+    int fd, e;
+
+    (void)deadline_ms; /* no native wait: core polls */
+    (void)retry_ms;
+    fd = file_open_lock(fs->dirfd, req->name, req->name_len);
+    if (fd < 0)
+        return dlock_session_error(s, errno == ENOMEM ? DLOCK_ENOMEM
+                                                      : DLOCK_ERROR,
+                                   "cannot open the lock file: %s",
+                                   strerror(errno));
+    if (file_setlk(fd, F_OFD_SETLK, shared ? F_RDLCK : F_WRLCK, 0) != 0) {
+        e = errno;
+        close(fd);
+        if (e == EAGAIN || e == EACCES)
+            return DLOCK_EBUSY;
+        return dlock_session_error(s, DLOCK_ERROR, "fcntl: %s", strerror(e));
+    }
+    /* Shared holders serialise on byte 1 while they bump the counter. */
+    if (shared && file_setlk(fd, F_OFD_SETLKW, F_WRLCK, 1) != 0) {
+        e = errno;
+        close(fd);
+        return dlock_session_error(s, DLOCK_ERROR, "fcntl: %s", strerror(e));
+    }
+    grant->fence = file_bump(fd, shared ? NULL : req->owner, req->owner_len);
+    e = errno;
+    if (shared)
+        file_setlk(fd, F_OFD_SETLK, F_UNLCK, 1);
+    if (grant->fence == 0) {
+        close(fd); /* drops the lock */
+        return dlock_session_error(s, DLOCK_ERROR,
+                                   "cannot update the fencing counter: %s",
+                                   strerror(e));
+    }
+    grant->word[0] = (uint64_t)fd;
+    return DLOCK_OK;
+}
+
+/*
+ * Nothing can take an OFD lock from a living holder, but the file can be
+ * taken from the lock: if the lock file is deleted or replaced (a tmp
+ * cleaner, an admin), the next acquirer creates a new file and locks that,
+ * and two holders run at once. So renewal checks that the name still leads
+ * to the inode we hold locked; if not, the lock is lost.
+ */
+static int file_renew(struct dlock_session *s, struct dlock_renewal *items,
+                      size_t n)
+{
+    struct file_session *fs = (struct file_session *)s;
+    char fname[FILE_SEGMENT_MAX + 8];
+
+    for (size_t i = 0; i < n; i++) {
+        const struct dlock_request *req = items[i].req;
+        struct stat held, named;
+        size_t len = dlock_name_segment(fname, FILE_SEGMENT_MAX, req->name,
+                                        req->name_len);
+
+        memcpy(fname + len, ".lock", 6);
+        if (fstat((int)items[i].grant->word[0], &held) != 0)
+            items[i].result = dlock_session_error(
+                s, DLOCK_ELOST, "lock descriptor: %s", strerror(errno));
+        else if (fstatat(fs->dirfd, fname, &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+                 named.st_ino != held.st_ino || named.st_dev != held.st_dev)
+            items[i].result = dlock_session_error(
+                s, DLOCK_ELOST,
+                "lock file %s was removed or replaced; another process may "
+                "hold a lock on the new one",
+                fname);
+        else
+            items[i].result = DLOCK_OK;
+    }
+    return DLOCK_OK;
+}
+
+static int file_release(struct dlock_session *s,
+                        const struct dlock_request *req,
+                        struct dlock_grant *grant)
+{
+    int fd = (int)grant->word[0];
+
+    (void)req;
+    /* Unlock before closing: if the process forked after acquiring, the
+     * child shares this description and a bare close would leave the lock
+     * held until the child exits. */
+    file_setlk(fd, F_OFD_SETLK, F_UNLCK, 0);
+    if (close(fd) != 0 && errno != EINTR)
+        return dlock_session_error(s, DLOCK_ERROR, "close: %s",
+                                   strerror(errno));
+    return DLOCK_OK;
+}
+
+/* ---- inspect -------------------------------------------------------------------- */
+
+static int file_inspect(struct dlock_session *s, const char *name, size_t len,
+                        dlock_state *out)
+{
+    struct file_session *fs = (struct file_session *)s;
+    unsigned char rec[RECORD_SIZE];
+    struct flock fl;
+    ssize_t got;
+    int fd = file_open_lock(fs->dirfd, name, len);
+
+    if (fd < 0)
+        return dlock_session_error(s, DLOCK_ERROR, "open: %s",
+                                   strerror(errno));
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_len = 1;
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0) {
+        int e = errno;
+        close(fd);
+        return dlock_session_error(s, DLOCK_ERROR, "fcntl: %s", strerror(e));
+    }
+    out->held = fl.l_type != F_UNLCK;
+    got = pread(fd, rec, sizeof rec, 0);
+    if (got >= 8)
+        out->fence = le64_get(rec);
+    if (out->held && fl.l_type == F_WRLCK && got > 8) {
+        size_t n = (size_t)got - 8;
+        memcpy(out->owner, rec + 8, n);
+        out->owner[n] = '\0';
+    } else if (out->held) {
+        snprintf(out->owner, sizeof out->owner, "(shared holders)");
+    }
+    out->remaining_ms = -1;
+    out->waiters = -1;
+    close(fd);
+    return DLOCK_OK;
+}
+
+/* ---- the raw floor ------------------------------------------------------------------ */
+
+/* The same system calls as one dlock cycle, with no dlock around them. */
+static int file_floor(const struct dlock_uri *uri, const char *name,
+                      uint32_t n, uint64_t *ns_out, char *err, size_t errlen)
+{
+    static const char owner[] = "00000000-0000-4000-8000-000000000000:1";
+    int dirfd, rc;
+
+    if ((rc = file_mkdirs(uri->path, err, errlen)) != DLOCK_OK)
+        return rc;
+    dirfd = open(uri->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return dlock_errorf(err, errlen, DLOCK_ECONNECT, "open %s: %s",
+                            uri->path, strerror(errno));
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t t0 = dlock_now_ns();
+        int fd = file_open_lock(dirfd, name, strlen(name));
+        if (fd < 0 || file_setlk(fd, F_OFD_SETLK, F_WRLCK, 0) != 0 ||
+            file_bump(fd, owner, sizeof owner - 1) == 0) {
+            rc = dlock_errorf(err, errlen, DLOCK_ERROR, "floor: %s",
+                              strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            break;
+        }
+        file_setlk(fd, F_OFD_SETLK, F_UNLCK, 0);
+        close(fd);
+        ns_out[i] = dlock_now_ns() - t0;
+    }
+    close(dirfd);
+    return rc;
+}
+
+const struct dlock_backend dlock__backend_file = {
+    .version = DLOCK_BACKEND_VERSION,
+    .scheme = "file",
+    .params = file_params,
+    .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SHARED | DLOCK_CAP_FENCING,
+    .summary = "fcntl OFD locks on files in a local directory (no server)",
+    .open = file_open,
+    .close = file_close,
+    .acquire = file_acquire,
+    .renew = file_renew,
+    .release = file_release,
+    .inspect = file_inspect,
+    .floor = file_floor,
+};
