@@ -1,0 +1,318 @@
+/*
+ * cmd_demo.c: `dlock demo inventory`, the stock-deduction story. Worker
+ * processes sell items from one shared stock (a counter in a file): read
+ * it, do a little work, write it back one lower. Without a lock they sell
+ * more than there is; a mutex inside each process does not help, since the
+ * workers are separate processes; a distributed lock makes the count exact.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+#define MAX_URIS 16
+#define THREADS_PER_WORKER 2
+
+enum guard { GUARD_NONE, GUARD_MUTEX, GUARD_DLOCK };
+
+struct worker {
+    int stock_fd;
+    enum guard guard;
+    pthread_mutex_t mutex; /* GUARD_MUTEX: local to one worker process */
+    dlock_client *c;       /* GUARD_DLOCK */
+    const char *name;
+    long sold;
+    int failure; /* a dlock error code, or 0 */
+    char errmsg[256];
+};
+
+static void demo_help(void)
+{
+    printf(
+        "usage: dlock demo inventory [--uri URI]... [--workers N] [--stock "
+        "S]\n"
+        "\n"
+        "Worker processes (2 threads each) sell S items from one shared "
+        "stock:\n"
+        "with no lock, with a mutex in each process, and with a "
+        "distributed\n"
+        "lock on each URI (default: $DLOCK_URI, else file://). Prints how "
+        "many\n"
+        "were sold: more than S means oversold.\n"
+        "\n"
+        "  --uri URI      a backend to show (repeatable)\n"
+        "  --workers N    worker processes (default 4)\n"
+        "  --stock S      items in stock (default 200)\n"
+        "\n"
+        "exit status: 0 when every distributed lock sold exactly S; 1 "
+        "otherwise;\n64 bad option; 69 a backend cannot be reached.\n");
+}
+
+static long stock_read(int fd)
+{
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return strtol(buf, NULL, 10);
+}
+
+static void stock_write(int fd, long v)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%-20ld\n", v);
+
+    if (pwrite(fd, buf, (size_t)n, 0) != n)
+        perror("dlock demo: pwrite");
+}
+
+static void *sell(void *arg)
+{
+    struct worker *w = arg;
+    struct timespec work = {0, 200000}; /* 0.2 ms between read and write */
+    dlock_lock *lk = NULL;
+    long sold = 0;
+    int rc;
+
+    if (w->guard == GUARD_DLOCK &&
+        (rc = dlock_lock_new(&lk, w->c, w->name, NULL)) != DLOCK_OK) {
+        w->failure = rc;
+        snprintf(w->errmsg, sizeof w->errmsg, "%s",
+                 dlock_client_errmsg(w->c));
+        return NULL;
+    }
+    for (;;) {
+        long stock;
+        if (w->guard == GUARD_MUTEX)
+            pthread_mutex_lock(&w->mutex);
+        if (w->guard == GUARD_DLOCK &&
+            (rc = dlock_acquire(lk, 60000)) != DLOCK_OK) {
+            w->failure = rc;
+            snprintf(w->errmsg, sizeof w->errmsg, "%s", dlock_lock_errmsg(lk));
+            break;
+        }
+        stock = stock_read(w->stock_fd);
+        if (stock > 0) {
+            nanosleep(&work, NULL);
+            stock_write(w->stock_fd, stock - 1);
+            sold++;
+        }
+        if (w->guard == GUARD_DLOCK)
+            dlock_release(lk);
+        if (w->guard == GUARD_MUTEX)
+            pthread_mutex_unlock(&w->mutex);
+        if (stock <= 0)
+            break;
+    }
+    dlock_lock_free(lk);
+    pthread_mutex_lock(&w->mutex);
+    w->sold += sold;
+    pthread_mutex_unlock(&w->mutex);
+    return NULL;
+}
+
+/* One worker process: its own client, its own threads; reports on fd. */
+static void worker_main(int stock_fd, enum guard guard, const char *uri,
+                        const char *name, int report)
+{
+    struct worker w;
+    pthread_t t[THREADS_PER_WORKER];
+    char line[400];
+    int n;
+
+    memset(&w, 0, sizeof w);
+    w.stock_fd = stock_fd;
+    w.guard = guard;
+    w.name = name;
+    pthread_mutex_init(&w.mutex, NULL);
+    if (guard == GUARD_DLOCK &&
+        (w.failure = dlock_client_open(&w.c, uri, NULL)) != DLOCK_OK)
+        snprintf(w.errmsg, sizeof w.errmsg, "%s", dlock_client_errmsg(w.c));
+    if (w.failure == 0) {
+        for (int i = 0; i < THREADS_PER_WORKER; i++)
+            pthread_create(&t[i], NULL, sell, &w);
+        for (int i = 0; i < THREADS_PER_WORKER; i++)
+            pthread_join(t[i], NULL);
+    }
+    dlock_client_close(w.c);
+    n = snprintf(line, sizeof line, "%ld %d %s\n", w.sold, w.failure,
+                 w.errmsg);
+    if (write(report, line, (size_t)n) != n)
+        _exit(EXIT_SOFTWARE);
+    _exit(0);
+}
+
+struct outcome {
+    long sold;
+    int failure;
+    char errmsg[256];
+    double seconds;
+};
+
+static int run_round(const char *dir, enum guard guard, const char *uri,
+                     long stock, unsigned long workers, struct outcome *out)
+{
+    char path[512], name[64];
+    int fd, pipefd[2];
+    struct timespec t0, t1;
+
+    memset(out, 0, sizeof *out);
+    snprintf(path, sizeof path, "%s/stock", dir);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || pipe(pipefd) != 0) {
+        tool_err("demo", "%s: %s", path, strerror(errno));
+        return EXIT_SOFTWARE;
+    }
+    stock_write(fd, stock);
+    snprintf(name, sizeof name, "dlock-demo-inventory-%ld", (long)getpid());
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned long i = 0; i < workers; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(pipefd[0]);
+            worker_main(fd, guard, uri, name, pipefd[1]);
+        }
+        if (pid < 0)
+            tool_err("demo", "fork: %s", strerror(errno));
+    }
+    close(pipefd[1]);
+    FILE *f = fdopen(pipefd[0], "r");
+    char line[400];
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        long sold;
+        int failure, off = 0;
+        if (sscanf(line, "%ld %d %n", &sold, &failure, &off) >= 2) {
+            out->sold += sold;
+            if (failure != 0 && out->failure == 0) {
+                out->failure = failure;
+                snprintf(out->errmsg, sizeof out->errmsg, "%s", line + off);
+                out->errmsg[strcspn(out->errmsg, "\n")] = '\0';
+            }
+        }
+    }
+    if (f != NULL)
+        fclose(f);
+    while (wait(NULL) > 0 || errno == EINTR)
+        ;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    out->seconds = (double)(t1.tv_sec - t0.tv_sec) +
+                   (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    close(fd);
+    return 0;
+}
+
+static int demo_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"uri", required_argument, NULL, 'u'},
+        {"workers", required_argument, NULL, 'w'},
+        {"stock", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *uris[MAX_URIS];
+    size_t nuris = 0;
+    unsigned long workers = 4, stock = 200;
+    char dir[] = "/tmp/dlock-demo-XXXXXX";
+    int opt, status = 0;
+
+    if (argc < 2 || tool_is_help(argv[1])) {
+        demo_help();
+        return argc < 2 ? EXIT_USAGE : 0;
+    }
+    if (strcmp(argv[1], "inventory") != 0) {
+        tool_err("demo", "no demo '%s' (there is: inventory)", argv[1]);
+        return EXIT_USAGE;
+    }
+    optind = 2;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'u':
+            if (nuris == MAX_URIS) {
+                tool_err("demo", "--uri: at most %d", MAX_URIS);
+                return EXIT_USAGE;
+            }
+            uris[nuris++] = optarg;
+            break;
+        case 'w':
+            if (!tool_uint("demo", "--workers", optarg, 1, 64, &workers))
+                return EXIT_USAGE;
+            break;
+        case 's':
+            if (!tool_uint("demo", "--stock", optarg, 1, 1000000, &stock))
+                return EXIT_USAGE;
+            break;
+        case 'h':
+            demo_help();
+            return 0;
+        default:
+            tool_err("demo", "unknown option '%s'", argv[optind - 1]);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        tool_err("demo", "unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (nuris == 0)
+        uris[nuris++] = NULL; /* $DLOCK_URI or the default */
+    if (mkdtemp(dir) == NULL) {
+        tool_err("demo", "mkdtemp: %s", strerror(errno));
+        return EXIT_SOFTWARE;
+    }
+
+    printf("inventory: %lu worker processes x %d threads selling %lu items\n\n",
+           workers, THREADS_PER_WORKER, stock);
+    printf("%-44s %8s %9s %8s\n", "guard", "sold", "oversold", "seconds");
+    for (size_t i = 0; i < nuris + 2; i++) {
+        enum guard g = i == 0 ? GUARD_NONE : i == 1 ? GUARD_MUTEX : GUARD_DLOCK;
+        const char *uri = g == GUARD_DLOCK ? uris[i - 2] : NULL;
+        char label[256];
+        struct outcome o;
+
+        if (g == GUARD_NONE)
+            snprintf(label, sizeof label, "no lock");
+        else if (g == GUARD_MUTEX)
+            snprintf(label, sizeof label, "mutex in each process");
+        else
+            snprintf(label, sizeof label, "dlock %s",
+                     uri != NULL ? uri : "(default URI)");
+        if (run_round(dir, g, uri, (long)stock, workers, &o) != 0)
+            return EXIT_SOFTWARE;
+        if (o.failure != 0) {
+            printf("%-44.44s %8s %9s %8s  %s\n", label, "-", "-", "-",
+                   o.errmsg);
+            int code = tool_exit_for(o.failure);
+            if (status == 0 || code == EXIT_UNAVAILABLE)
+                status = code;
+            continue;
+        }
+        printf("%-44.44s %8ld %9ld %8.2f%s\n", label, o.sold,
+               o.sold - (long)stock, o.seconds,
+               g == GUARD_DLOCK ? (o.sold == (long)stock ? "  exact" : "  WRONG")
+                                : "");
+        if (g == GUARD_DLOCK && o.sold != (long)stock && status == 0)
+            status = 1;
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/stock", dir);
+    unlink(path);
+    rmdir(dir);
+    return status;
+}
+
+const struct tool_cmd tool_demo = {
+    "demo", "show why distributed locks exist (inventory)", demo_run,
+    demo_help,
+};

@@ -1,0 +1,134 @@
+/*
+ * cmd_info.c: `dlock info [URI]` (the build and one backend's capabilities)
+ * and `dlock inspect [--uri URI] NAME` (one lock's state, without taking
+ * it).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tool.h"
+
+static void info_help(void)
+{
+    printf("usage: dlock info [URI]\n"
+           "\n"
+           "Print this build's version and backends, then connect to URI "
+           "(default:\n$DLOCK_URI, else file://) and print what its backend "
+           "and mode really give:\nlease or connection-bound, waiting, "
+           "fairness, shared mode, fencing...\n"
+           "\nexit status: 0; 64 bad URI; 69 cannot connect.\n");
+}
+
+static int info_run(int argc, char **argv)
+{
+    const char *schemes[32];
+    size_t n = dlock_backend_schemes(schemes, 32);
+    dlock_client *c = NULL;
+    dlock_info info;
+    int rc;
+
+    if (argc > 1 && tool_is_help(argv[1])) {
+        info_help();
+        return 0;
+    }
+    if (argc > 2) {
+        tool_err("info", "expected at most one URI");
+        return EXIT_USAGE;
+    }
+    printf("dlock %s\nbackends:", dlock_version());
+    for (size_t i = 0; i < n && i < 32; i++)
+        printf(" %s", schemes[i]);
+    printf("\n");
+
+    rc = dlock_client_open(&c, argc > 1 ? argv[1] : NULL, NULL);
+    if (rc != DLOCK_OK) {
+        tool_err("info", "%s", dlock_client_errmsg(c));
+        dlock_client_close(c);
+        return tool_exit_for(rc);
+    }
+    dlock_client_info(c, &info);
+    printf("uri:      %s\nbackend:  %s\nmode:     %s\n"
+           "lease:    %" PRIu32 " ms\ntimeout:  %" PRIu32 " ms\n"
+           "client:   %s\ncapabilities:\n",
+           info.uri, info.scheme, info.mode, info.lease_ms, info.timeout_ms,
+           info.owner);
+    for (uint32_t bit = 1; bit != 0 && dlock_cap_name(bit) != NULL;
+         bit <<= 1)
+        printf("  %-3s %-19s %s\n", (info.caps & bit) ? "yes" : "no",
+               dlock_cap_name(bit), dlock_cap_text(bit));
+    dlock_client_close(c);
+    return 0;
+}
+
+const struct tool_cmd tool_info = {
+    "info", "show the build's backends and a URI's capabilities", info_run,
+    info_help,
+};
+
+static void inspect_help(void)
+{
+    printf("usage: dlock inspect [--uri URI] NAME\n"
+           "\n"
+           "Show whether NAME is held, by whom, its last fencing token, the "
+           "lease left\nand the waiters, as far as the backend can tell. "
+           "Takes nothing.\n"
+           "\nexit status: 0 free, 1 held, 64 bad input, 69 cannot "
+           "connect.\n");
+}
+
+static int inspect_run(int argc, char **argv)
+{
+    const char *uri = NULL, *name = NULL;
+    dlock_client *c = NULL;
+    dlock_state st;
+    int rc;
+
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            inspect_help();
+            return 0;
+        } else if (strcmp(argv[i], "--uri") == 0 && i + 1 < argc) {
+            uri = argv[++i];
+        } else if (strncmp(argv[i], "--uri=", 6) == 0) {
+            uri = argv[i] + 6;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            tool_err("inspect", "unknown option '%s'", argv[i]);
+            return EXIT_USAGE;
+        } else if (name == NULL) {
+            name = argv[i];
+        } else {
+            tool_err("inspect", "expected one NAME");
+            return EXIT_USAGE;
+        }
+    }
+    if (name == NULL) {
+        tool_err("inspect", "missing NAME (try `dlock inspect --help`)");
+        return EXIT_USAGE;
+    }
+    rc = dlock_client_open(&c, uri, NULL);
+    if (rc == DLOCK_OK)
+        rc = dlock_inspect(c, name, &st);
+    if (rc != DLOCK_OK) {
+        tool_err("inspect", "%s", dlock_client_errmsg(c));
+        dlock_client_close(c);
+        return tool_exit_for(rc);
+    }
+    printf("name:      %s\nheld:      %s\n", name,
+           st.held < 0 ? "unknown" : st.held ? "yes" : "no");
+    if (st.owner[0] != '\0')
+        printf("owner:     %s\n", st.owner);
+    if (st.fence != 0)
+        printf("fence:     %" PRIu64 "\n", st.fence);
+    if (st.remaining_ms >= 0)
+        printf("remaining: %" PRId64 " ms\n", st.remaining_ms);
+    if (st.waiters >= 0)
+        printf("waiters:   %d\n", st.waiters);
+    dlock_client_close(c);
+    return st.held > 0 ? 1 : 0;
+}
+
+const struct tool_cmd tool_inspect = {
+    "inspect", "show a lock's holder, fence and lease without taking it",
+    inspect_run, inspect_help,
+};

@@ -1,0 +1,141 @@
+/*
+ * dlock.c: the `dlock` command's entry point: global options and the
+ * dispatch to subcommands (exec, info, inspect, demo, ...), each in a file
+ * of its own.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+static const struct tool_cmd *const commands[] = {
+    &tool_exec, &tool_info, &tool_inspect, &tool_demo, NULL,
+};
+
+int tool_exit_for(int rc)
+{
+    switch ((dlock_error_code)rc) {
+    case DLOCK_OK:
+        return 0;
+    case DLOCK_EBUSY:
+    case DLOCK_ETIMEDOUT:
+        return EXIT_CONFLICT;
+    case DLOCK_EINVAL:
+    case DLOCK_ENOBACKEND:
+    case DLOCK_EUNSUPPORTED:
+        return EXIT_USAGE;
+    case DLOCK_ECONNECT:
+        return EXIT_UNAVAILABLE;
+    case DLOCK_ELOST:
+    case DLOCK_ENOTOWNER:
+        return EXIT_LOST;
+    case DLOCK_ERROR:
+    case DLOCK_ENOTHELD:
+    case DLOCK_ENOMEM:
+    case DLOCK_ECLOSED:
+        return EXIT_SOFTWARE;
+    }
+    return EXIT_SOFTWARE;
+}
+
+void tool_err(const char *sub, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "dlock%s%s: ", sub ? " " : "", sub ? sub : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+bool tool_duration(const char *sub, const char *opt, const char *text,
+                   uint32_t *out)
+{
+    if (text == NULL) {
+        tool_err(sub, "%s: needs a value (e.g. 250ms, 5s, 2m)", opt);
+        return false;
+    }
+    if (dlock_parse_duration(text, out) != DLOCK_OK) {
+        tool_err(sub,
+                 "%s: '%s' is not a duration (expected a number with ms, "
+                 "s, m or h, e.g. 250ms, 5s, 2m; or 0)",
+                 opt, text);
+        return false;
+    }
+    return true;
+}
+
+bool tool_uint(const char *sub, const char *opt, const char *text,
+               unsigned long min, unsigned long max, unsigned long *out)
+{
+    char *end;
+    unsigned long v;
+
+    if (text == NULL || text[0] < '0' || text[0] > '9') {
+        tool_err(sub, "%s: expected a whole number from %lu to %lu", opt,
+                 min, max);
+        return false;
+    }
+    v = strtoul(text, &end, 10);
+    if (*end != '\0' || v < min || v > max) {
+        tool_err(sub, "%s: '%s' is not a whole number from %lu to %lu", opt,
+                 text, min, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool tool_is_help(const char *arg)
+{
+    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: dlock COMMAND [OPTIONS]\n"
+            "\n"
+            "Distributed locks behind one interface: file://, redis://, "
+            "zk://,\npostgres://, mysql:// (see `dlock info`).\n\n"
+            "commands:\n");
+    for (size_t i = 0; commands[i] != NULL; i++)
+        fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(f,
+            "\n`dlock COMMAND --help` describes one command.\n"
+            "The URI comes from --uri, else $DLOCK_URI, else a file:// "
+            "directory\nin the user's runtime directory.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (tool_is_help(argv[1]) || strcmp(argv[1], "help") == 0) {
+        if (argc > 2 && strcmp(argv[1], "help") == 0) {
+            for (size_t i = 0; commands[i] != NULL; i++)
+                if (strcmp(commands[i]->name, argv[2]) == 0) {
+                    commands[i]->help();
+                    return 0;
+                }
+            tool_err(NULL, "help: no command '%s'", argv[2]);
+            return EXIT_USAGE;
+        }
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("dlock %s\n", dlock_version());
+        return 0;
+    }
+    for (size_t i = 0; commands[i] != NULL; i++)
+        if (strcmp(commands[i]->name, argv[1]) == 0)
+            return commands[i]->run(argc - 1, argv + 1);
+    tool_err(NULL, "no command '%s' (try `dlock --help`)", argv[1]);
+    return EXIT_USAGE;
+}

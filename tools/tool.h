@@ -1,0 +1,43 @@
+/*
+ * tool.h: what the `dlock` command's subcommand files share. The command
+ * uses only the public API (dlock.h).
+ */
+#ifndef DLOCK_TOOL_H
+#define DLOCK_TOOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dlock/dlock.h"
+
+/* Exit codes, after flock(1) and sysexits.h. */
+#define EXIT_CONFLICT 1     /* busy or timed out (flock's -E default) */
+#define EXIT_USAGE 64       /* EX_USAGE: bad option, duration or URI */
+#define EXIT_UNAVAILABLE 69 /* EX_UNAVAILABLE: the lock service is down */
+#define EXIT_SOFTWARE 70    /* EX_SOFTWARE: anything else went wrong */
+#define EXIT_LOST 75        /* EX_TEMPFAIL: the lock was lost */
+
+struct tool_cmd {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand */
+    void (*help)(void);
+};
+
+extern const struct tool_cmd tool_exec, tool_info, tool_inspect, tool_demo;
+
+/* The exit code for a failed dlock call outside a conflict. */
+int tool_exit_for(int rc);
+/* Print "dlock SUB: message" to stderr. */
+void tool_err(const char *sub, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Parse a duration option; on error prints and returns false. */
+bool tool_duration(const char *sub, const char *opt, const char *text,
+                   uint32_t *out);
+/* Parse a non-negative integer option within [min, max]. */
+bool tool_uint(const char *sub, const char *opt, const char *text,
+               unsigned long min, unsigned long max, unsigned long *out);
+/* Is argv[i] "--help" or "-h"? */
+bool tool_is_help(const char *arg);
+
+#endif
