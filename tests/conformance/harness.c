@@ -1,0 +1,248 @@
+/*
+ * harness.c: the shared helpers of the conformance and fault suites.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char uri_buf[4096];
+static char scratch[256];
+static char tmp_dir[256];
+static char extra_buf[4096 + 512];
+static char name_buf[256];
+static unsigned name_serial;
+
+static void rm_rf(const char *dir)
+{
+    char cmd[600];
+    if (dir[0] == '\0')
+        return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "harness: could not remove %s\n", dir);
+}
+
+/* Copy src to dst replacing $NAME by getenv("NAME"). */
+static void expand(char *dst, size_t cap, const char *src)
+{
+    size_t n = 0;
+
+    while (*src != '\0' && n + 1 < cap) {
+        if (*src == '$') {
+            char var[128];
+            size_t k = 0;
+            src++;
+            while ((*src == '_' || (*src >= 'A' && *src <= 'Z') ||
+                    (*src >= '0' && *src <= '9')) &&
+                   k + 1 < sizeof var)
+                var[k++] = *src++;
+            var[k] = '\0';
+            const char *val = getenv(var);
+            if (val == NULL) {
+                fprintf(stderr, "harness: $%s is not set (run under "
+                                "tests/servers/with-servers.sh)\n",
+                        var);
+                exit(2);
+            }
+            n += (size_t)snprintf(dst + n, cap - n, "%s", val);
+            if (n >= cap)
+                n = cap - 1;
+        } else {
+            dst[n++] = *src++;
+        }
+    }
+    dst[n] = '\0';
+}
+
+const char *h_setup(int argc, char **argv)
+{
+    const char *uri = getenv("DLOCK_TEST_URI");
+    char raw[4096];
+
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--uri") == 0)
+            uri = argv[i + 1];
+    if (uri == NULL || uri[0] == '\0') {
+        fprintf(stderr, "usage: %s --uri URI\n", argv[0]);
+        exit(2);
+    }
+    snprintf(scratch, sizeof scratch, "/tmp/dlock-test-XXXXXX");
+    if (mkdtemp(scratch) == NULL) {
+        perror("mkdtemp");
+        exit(2);
+    }
+    if (strstr(uri, "@TMPDIR@") != NULL) {
+        snprintf(tmp_dir, sizeof tmp_dir, "%s/locks", scratch);
+        const char *at = strstr(uri, "@TMPDIR@");
+        snprintf(raw, sizeof raw, "%.*s%s%s", (int)(at - uri), uri, tmp_dir,
+                 at + 8);
+    } else {
+        snprintf(raw, sizeof raw, "%s", uri);
+    }
+    expand(uri_buf, sizeof uri_buf, raw);
+    /* Tests hand the URI to children and to `dlock`. */
+    setenv("DLOCK_URI", uri_buf, 1);
+    return uri_buf;
+}
+
+void h_cleanup(void)
+{
+    rm_rf(scratch);
+}
+
+const char *h_scratch(void)
+{
+    return scratch;
+}
+
+const char *h_uri_with(const char *params)
+{
+    snprintf(extra_buf, sizeof extra_buf, "%s%c%s", uri_buf,
+             strchr(uri_buf, '?') != NULL ? '&' : '?', params);
+    return extra_buf;
+}
+
+const char *h_name(const char *prefix)
+{
+    snprintf(name_buf, sizeof name_buf, "%s-%ld-%u", prefix, (long)getpid(),
+             ++name_serial);
+    return name_buf;
+}
+
+dlock_client *h_client(const char *uri)
+{
+    dlock_client *c = NULL;
+    int rc = dlock_client_open(&c, uri, NULL);
+
+    if (rc != DLOCK_OK) {
+        fprintf(stderr, "harness: open %s: %s\n", uri,
+                dlock_client_errmsg(c));
+        dlock_client_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+dlock_lock *h_lock(dlock_client *c, const char *name, uint32_t lease_ms,
+                   uint32_t flags)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+
+    o.lease_ms = lease_ms;
+    o.flags = flags;
+    if (dlock_lock_new(&lk, c, name, &o) != DLOCK_OK)
+        fprintf(stderr, "harness: lock_new: %s\n", dlock_client_errmsg(c));
+    return lk;
+}
+
+uint32_t h_caps(dlock_client *c)
+{
+    dlock_info info;
+    return dlock_client_info(c, &info) == DLOCK_OK ? info.caps : 0;
+}
+
+int64_t h_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void h_sleep_ms(uint32_t ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+pid_t h_spawn(const char *role, const char *a1, const char *a2,
+              const char *a3)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    pid_t pid;
+
+    if (n <= 0)
+        return -1;
+    self[n] = '\0';
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        execl(self, self, "--uri", uri_buf, "--child", role, a1, a2, a3,
+              (char *)NULL);
+        perror("exec");
+        _exit(127);
+    }
+    return pid;
+}
+
+void h_child_dispatch(int argc, char **argv, const struct h_role *roles)
+{
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--child") != 0)
+            continue;
+        for (const struct h_role *r = roles; r->name != NULL; r++)
+            if (strcmp(r->name, argv[i + 1]) == 0) {
+                /* The parent already expanded the URI. */
+                for (int k = 1; k + 1 < argc; k++)
+                    if (strcmp(argv[k], "--uri") == 0)
+                        snprintf(uri_buf, sizeof uri_buf, "%s", argv[k + 1]);
+                setenv("DLOCK_URI", uri_buf, 1);
+                exit(r->run(argv + i + 2));
+            }
+        fprintf(stderr, "harness: no child role '%s'\n", argv[i + 1]);
+        exit(2);
+    }
+}
+
+int h_wait(pid_t pid)
+{
+    int status;
+
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+}
+
+void h_gate_init(struct h_gate *g)
+{
+    if (pipe(g->fd) != 0) {
+        perror("pipe");
+        exit(2);
+    }
+}
+
+void h_gate_open(struct h_gate *g)
+{
+    char b = 1;
+    if (write(g->fd[1], &b, 1) != 1)
+        perror("gate");
+}
+
+bool h_gate_wait(struct h_gate *g, uint32_t timeout_ms)
+{
+    struct pollfd p = {g->fd[0], POLLIN, 0};
+    char b;
+
+    if (poll(&p, 1, (int)timeout_ms) != 1)
+        return false;
+    return read(g->fd[0], &b, 1) == 1;
+}
+
+void h_gate_close(struct h_gate *g)
+{
+    close(g->fd[0]);
+    close(g->fd[1]);
+}

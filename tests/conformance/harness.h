@@ -1,0 +1,66 @@
+/*
+ * harness.h: helpers the conformance and fault suites share: the URI under
+ * test, unique lock names, child processes, and clocks.
+ */
+#ifndef DLOCK_TEST_HARNESS_H
+#define DLOCK_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dlock/dlock.h"
+
+/*
+ * Parse "--uri URI" from argv (or $DLOCK_TEST_URI). "file://@TMPDIR@" makes
+ * a fresh directory, removed by h_cleanup(). "$NAME" in the URI is replaced
+ * by the environment variable NAME (with-servers.sh exports the servers'
+ * URIs). Exits 2 with a message when no URI is given.
+ */
+const char *h_setup(int argc, char **argv);
+void h_cleanup(void);
+/* The URI with extra query parameters appended ("lease=2s&x=y"). */
+const char *h_uri_with(const char *params);
+/* A scratch directory for counters and flags (made by h_setup). */
+const char *h_scratch(void);
+/* A lock name unique to this run and test: "<prefix>-<pid>-<n>". */
+const char *h_name(const char *prefix);
+
+dlock_client *h_client(const char *uri);
+dlock_lock *h_lock(dlock_client *c, const char *name, uint32_t lease_ms,
+                   uint32_t flags);
+uint32_t h_caps(dlock_client *c);
+
+int64_t h_now_ms(void);
+void h_sleep_ms(uint32_t ms);
+
+/*
+ * Start a child process running this test binary in a role:
+ * `<self> --uri URI --child ROLE ARG...` (at most 4 args). Children exec
+ * rather than run on in a forked copy of a threaded process, which is what
+ * real programs do and what ThreadSanitizer requires.
+ */
+pid_t h_spawn(const char *role, const char *a1, const char *a2,
+              const char *a3);
+/*
+ * In main(): if argv asks for a child role, run the matching entry of roles
+ * (NULL-terminated by name) with the role's args and exit with its status.
+ */
+struct h_role {
+    const char *name;
+    int (*run)(char **args);
+};
+void h_child_dispatch(int argc, char **argv, const struct h_role *roles);
+/* Wait for a child; its exit status, or 128+signal. */
+int h_wait(pid_t pid);
+
+/* A pipe-based one-byte signal between processes. */
+struct h_gate {
+    int fd[2];
+};
+void h_gate_init(struct h_gate *g);
+void h_gate_open(struct h_gate *g);  /* write a byte */
+bool h_gate_wait(struct h_gate *g, uint32_t timeout_ms);
+void h_gate_close(struct h_gate *g);
+
+#endif

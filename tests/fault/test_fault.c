@@ -1,0 +1,341 @@
+/*
+ * test_fault.c: core's retry loop and watchdog, driven by the fault shim
+ * over a real backend (`fault --uri URI`, the same URI as the conformance
+ * suite). Timing bounds here are loose on purpose: they check that things
+ * happen and in which order, not how fast.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../conformance/harness.h"
+#include "shim.h"
+
+static char fault_uri[8192];
+static dlock_client *cl;
+
+static int setup(void **state)
+{
+    (void)state;
+    shim_reset();
+    cl = h_client(fault_uri);
+    return cl != NULL ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dlock_client_close(cl);
+    shim_reset();
+    return 0;
+}
+
+static atomic_int lost_calls;
+static atomic_int lost_code;
+
+static void on_lost(dlock_lock *lk, int code, const char *why, void *payload)
+{
+    (void)lk;
+    (void)payload;
+    atomic_store(&lost_code, code);
+    atomic_fetch_add(&lost_calls, 1);
+    fprintf(stderr, "  on_lost: %s\n", why);
+}
+
+static dlock_lock *lost_lock(const char *name, uint32_t lease_ms)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+
+    o.lease_ms = lease_ms;
+    o.on_lost = on_lost;
+    assert_int_equal(dlock_lock_new(&lk, cl, name, &o), DLOCK_OK);
+    atomic_store(&lost_calls, 0);
+    atomic_store(&lost_code, 0);
+    return lk;
+}
+
+/* Wait until cond() or timeout; returns cond(). */
+static bool eventually(bool (*cond)(void), uint32_t timeout_ms)
+{
+    int64_t end = h_now_ms() + timeout_ms;
+    while (!cond() && h_now_ms() < end)
+        h_sleep_ms(10);
+    return cond();
+}
+
+static bool lost_seen(void)
+{
+    return atomic_load(&lost_calls) > 0;
+}
+
+/* ---- the retry loop ----------------------------------------------------------- */
+
+static void fault__acquire_retries_connect_errors(void **state)
+{
+    dlock_lock *lk = h_lock(cl, h_name("retry"), 0, 0);
+    int before;
+
+    (void)state;
+    atomic_store(&shim.acquire_code, DLOCK_ECONNECT);
+    atomic_store(&shim.fail_acquire, 2);
+    before = atomic_load(&shim.acquires);
+    assert_int_equal(dlock_acquire(lk, 10000), DLOCK_OK);
+    assert_int_equal(atomic_load(&shim.acquires) - before, 3);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    /* A try makes one attempt and reports the failure as it is. */
+    atomic_store(&shim.fail_acquire, 1);
+    assert_int_equal(dlock_try_acquire(lk), DLOCK_ECONNECT);
+    assert_non_null(strstr(dlock_lock_errmsg(lk), "injected failure"));
+    assert_non_null(strstr(dlock_lock_errmsg(lk), "acquire"));
+    dlock_lock_free(lk);
+}
+
+static void fault__connect_errors_until_deadline(void **state)
+{
+    dlock_lock *lk = h_lock(cl, h_name("deadline"), 0, 0);
+    int64_t t0;
+
+    (void)state;
+    atomic_store(&shim.acquire_code, DLOCK_ECONNECT);
+    atomic_store(&shim.fail_acquire, 1000000);
+    t0 = h_now_ms();
+    assert_int_equal(dlock_acquire(lk, 500), DLOCK_ECONNECT);
+    assert_true(h_now_ms() - t0 >= 450);
+    assert_true(h_now_ms() - t0 < 500 + 2000);
+    assert_true(atomic_load(&shim.acquires) > 1); /* it did retry */
+    atomic_store(&shim.fail_acquire, 0);
+    dlock_lock_free(lk);
+}
+
+static void fault__final_errors_not_retried(void **state)
+{
+    dlock_lock *lk = h_lock(cl, h_name("final"), 0, 0);
+    int before = atomic_load(&shim.acquires);
+
+    (void)state;
+    atomic_store(&shim.acquire_code, DLOCK_EINVAL);
+    atomic_store(&shim.fail_acquire, 1);
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_EINVAL);
+    assert_int_equal(atomic_load(&shim.acquires) - before, 1);
+    dlock_lock_free(lk);
+}
+
+/* The backend's hint bounds the pause; the loop keeps trying until it
+ * gets the lock. */
+static void fault__busy_hint_then_granted(void **state)
+{
+    dlock_lock *lk = h_lock(cl, h_name("hint"), 0, 0);
+    int before = atomic_load(&shim.acquires);
+
+    (void)state;
+    atomic_store(&shim.busy_hint_ms, 20);
+    atomic_store(&shim.busy_acquire, 5);
+    assert_int_equal(dlock_acquire(lk, 10000), DLOCK_OK);
+    assert_int_equal(atomic_load(&shim.acquires) - before, 6);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+}
+
+/* Reentrant acquires and releases make no backend call at all. */
+static void fault__reentrancy_costs_no_io(void **state)
+{
+    dlock_lock *lk = h_lock(cl, h_name("noio"), 0, DLOCK_LOCK_NO_WATCHDOG);
+    int acq, rel;
+
+    (void)state;
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    acq = atomic_load(&shim.acquires);
+    rel = atomic_load(&shim.releases);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+    assert_int_equal(atomic_load(&shim.acquires), acq);
+    assert_int_equal(atomic_load(&shim.releases), rel);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    assert_int_equal(atomic_load(&shim.releases), rel + 1);
+    dlock_lock_free(lk);
+}
+
+/* ---- the watchdog ---------------------------------------------------------------- */
+
+/* Renewals come at about a third of the lease. */
+static void fault__watchdog_renews_at_third_of_lease(void **state)
+{
+    dlock_lock *lk = h_lock(cl, h_name("third"), 900, 0);
+    int before;
+
+    (void)state;
+    before = atomic_load(&shim.renews);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    h_sleep_ms(2000);
+    int n = atomic_load(&shim.renews) - before;
+    /* 2000 / 300 = 6 expected; loose bounds for a noisy machine. */
+    assert_true(n >= 3);
+    assert_true(n <= 12);
+    assert_true(dlock_held(lk));
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+}
+
+/* Renewals that cannot get through mark the lock lost when the lease runs
+ * out, not before; the callback fires once. */
+static void fault__dropped_renewals_lose_lock(void **state)
+{
+    dlock_lock *lk = lost_lock(h_name("dropped"), 600);
+    int64_t t0;
+
+    (void)state;
+    atomic_store(&shim.renew_code, DLOCK_ECONNECT);
+    t0 = h_now_ms();
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_true(eventually(lost_seen, 5000));
+    assert_true(h_now_ms() - t0 >= 550); /* not before the lease ran out */
+    assert_false(dlock_held(lk));
+    assert_int_equal(atomic_load(&lost_code), DLOCK_ELOST);
+    assert_true(atomic_load(&shim.renews) >= 2); /* it kept trying */
+    h_sleep_ms(300);
+    assert_int_equal(atomic_load(&lost_calls), 1);
+    assert_int_equal(dlock_release(lk), DLOCK_ELOST);
+    atomic_store(&shim.renew_code, 0);
+    /* The handle can take the lock again after that release. */
+    assert_int_equal(dlock_acquire(lk, 1000), DLOCK_OK);
+    assert_true(dlock_held(lk));
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+}
+
+/* A renewal that says the lock is gone marks it lost at once. */
+static void fault__renewal_says_gone(void **state)
+{
+    dlock_lock *lk = lost_lock(h_name("gone"), 3000);
+    int64_t t0;
+
+    (void)state;
+    atomic_store(&shim.renew_code, DLOCK_ELOST);
+    t0 = h_now_ms();
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_true(eventually(lost_seen, 5000));
+    assert_true(h_now_ms() - t0 < 3000); /* well before the lease end */
+    assert_false(dlock_held(lk));
+    assert_int_equal(atomic_load(&lost_code), DLOCK_ELOST);
+    assert_int_equal(atomic_load(&shim.renews), 1);
+    atomic_store(&shim.renew_code, 0);
+    assert_int_equal(dlock_release(lk), DLOCK_ELOST);
+    dlock_lock_free(lk);
+}
+
+static bool renew_running(void)
+{
+    return atomic_load(&shim.in_renew) != 0;
+}
+
+/* Release waits for a renewal in flight and cancels the next: no renewal
+ * follows a release, so none can resurrect the lock. */
+static void fault__release_cancels_renewal(void **state)
+{
+    dlock_lock *lk = h_lock(cl, h_name("cancel"), 300, 0);
+    int renews;
+
+    (void)state;
+    atomic_store(&shim.stall_renew_ms, 400);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_true(eventually(renew_running, 3000));
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    assert_true(atomic_load(&shim.last_release) >
+                atomic_load(&shim.last_renew_end));
+    renews = atomic_load(&shim.renews);
+    h_sleep_ms(600);
+    assert_int_equal(atomic_load(&shim.renews), renews);
+    atomic_store(&shim.stall_renew_ms, 0);
+    dlock_lock_free(lk);
+}
+
+/* Many locks with one lease renew together, several per round trip. */
+static void fault__watchdog_batches_renewals(void **state)
+{
+    enum { N = 64 };
+    dlock_lock *lks[N];
+    char name[64];
+    int calls, items;
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "%s-%d", h_name("batch"), i);
+        lks[i] = h_lock(cl, name, 1500, 0);
+        assert_int_equal(dlock_acquire(lks[i], 0), DLOCK_OK);
+    }
+    calls = atomic_load(&shim.renews);
+    items = atomic_load(&shim.renewed_items);
+    h_sleep_ms(1700);
+    calls = atomic_load(&shim.renews) - calls;
+    items = atomic_load(&shim.renewed_items) - items;
+    assert_true(items >= N); /* every lock renewed at least once */
+    assert_true(items / (calls > 0 ? calls : 1) >= 4);
+    for (int i = 0; i < N; i++) {
+        assert_true(dlock_held(lks[i]));
+        assert_int_equal(dlock_release(lks[i]), DLOCK_OK);
+        dlock_lock_free(lks[i]);
+    }
+}
+
+/* A lost lock does not stop the others of the client being renewed. */
+static void fault__manual_renew_reports_failure(void **state)
+{
+    dlock_lock *lk = lost_lock(h_name("manual"), 5000);
+
+    (void)state;
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    atomic_store(&shim.renew_code, DLOCK_ECONNECT);
+    /* In doubt, not lost: the lease has not run out. */
+    assert_int_equal(dlock_renew(lk), DLOCK_ECONNECT);
+    assert_true(dlock_held(lk));
+    assert_int_equal(atomic_load(&lost_calls), 0);
+    atomic_store(&shim.renew_code, 0);
+    assert_int_equal(dlock_renew(lk), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(fault__acquire_retries_connect_errors,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(fault__connect_errors_until_deadline,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(fault__final_errors_not_retried,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(fault__busy_hint_then_granted, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(fault__reentrancy_costs_no_io, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            fault__watchdog_renews_at_third_of_lease, setup, teardown),
+        cmocka_unit_test_setup_teardown(fault__dropped_renewals_lose_lock,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(fault__renewal_says_gone, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(fault__release_cancels_renewal, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(fault__watchdog_batches_renewals,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(fault__manual_renew_reports_failure,
+                                        setup, teardown),
+    };
+    const char *inner = h_setup(argc, argv);
+    int failed;
+
+    shim_register();
+    shim_uri(fault_uri, sizeof fault_uri, inner);
+    failed = cmocka_run_group_tests_name("fault", tests, NULL, NULL);
+    h_cleanup();
+    return failed;
+}

@@ -1,0 +1,834 @@
+# shellcheck shell=bash
+# Shared functions for with-servers.sh and ctl.sh: start, probe and stop
+# private Redis / ZooKeeper / PostgreSQL / MariaDB servers for dlock's tests.
+# Sourced, not executed. Every name here starts with dlt_ / DLT_.
+#
+# Run dir layout (DLOCK_TEST_RUN_DIR, mode 0755 so the postgres and mysql
+# users can traverse it):
+#
+#   KIND-INDEX/        one per server process: redis-1, redis5-1..5, zk-1,
+#                      zk3-1..3, pg-1, mysql-1
+#     port             the client port
+#     ports            every port the node binds (client, quorum, election);
+#                      read by the port picker of concurrent runs
+#     cmd              exact command line, shell-quoted (printf %q), run with
+#                      cwd = this dir; ctl.sh start replays it
+#     pid              "PID STARTTIME" (starttime from /proc/PID/stat, so a
+#                      recycled PID is never mistaken for the server)
+#     log              stdout+stderr of every start, appended
+#     data/            the server's data (pg/mysql/zk/redis)
+#
+# Why processes are identified the way they are:
+#  * PID 1 on these machines reaps orphans only every ~2 s, and servers are
+#    orphans (their parent subshell exits once they answer), so a killed
+#    server lingers as a zombie that kill -0 reports as alive. Alive here
+#    means: /proc/PID/stat exists, has the recorded starttime, and its state
+#    is not Z (zombie) or X (dead).
+#  * Every server runs with its cwd inside its node dir (redis --dir,
+#    postgres/mariadbd chdir to their data dir, ZK is started there), so
+#    "processes whose cwd is under NODE" finds a server's helper processes too
+#    (postgres backends, which setsid() away from the postmaster) without
+#    trusting pid files; the final sweep uses this as a safety net.
+
+# Passwords: URI-safe on purpose (no percent-encoding needed) but real, with
+# password authentication on, so tests can check the library never leaks them.
+DLT_PW=dlock-test-pw-7Q
+DLT_ADMIN_PW=dlock-admin-pw-9Z
+# Bounded waits (seconds).
+DLT_READY_TIMEOUT=${DLOCK_TEST_READY_TIMEOUT:-60}
+DLT_STOP_TIMEOUT=10
+# Ports are picked at random from here: below Linux's ephemeral range
+# (32768-60999) so outgoing connections never sit on a port we want.
+DLT_PORT_MIN=${DLOCK_TEST_PORT_MIN:-20000}
+DLT_PORT_MAX=${DLOCK_TEST_PORT_MAX:-32767}
+
+DLT_ALL_KINDS="redis redis5 zk zk3 pg mysql"
+
+dlt_err() { printf '%s: %s\n' "${DLT_PROG:-dlock-test}" "$*" >&2; }
+dlt_log() { [[ ${DLOCK_TEST_VERBOSE:-0} == 0 ]] || dlt_err "$@"; }
+
+# Seconds since the epoch with milliseconds, no fork (bash 5 EPOCHREALTIME).
+dlt_now() { printf '%s' "${EPOCHREALTIME/[.,]/.}"; }
+dlt_elapsed() { # START -> "1.234"
+    local s=${1/./} n=${EPOCHREALTIME/[.,]/}
+    local us=$((n - s))
+    printf '%d.%03d' $((us / 1000000)) $((us % 1000000 / 1000))
+}
+
+# ---------------------------------------------------------------- kinds
+
+dlt_is_kind() { [[ " $DLT_ALL_KINDS " == *" $1 "* ]]; }
+
+dlt_kind_count() { # KIND -> number of server processes
+    case $1 in
+        redis5) echo 5 ;;
+        zk3) echo 3 ;;
+        *) echo 1 ;;
+    esac
+}
+
+dlt_kind_var() { # KIND -> the variable that says "this kind is running"
+    case $1 in
+        redis) echo DLOCK_TEST_REDIS_URI ;;
+        redis5) echo DLOCK_TEST_REDIS5_HOSTS ;;
+        zk) echo DLOCK_TEST_ZK_URI ;;
+        zk3) echo DLOCK_TEST_ZK3_URI ;;
+        pg) echo DLOCK_TEST_PG_URI ;;
+        mysql) echo DLOCK_TEST_MYSQL_URI ;;
+    esac
+}
+
+dlt_stop_signal() { # KIND -> graceful stop signal
+    # SIGTERM is "smart shutdown" for postgres (waits for every client to
+    # disconnect); SIGINT is "fast shutdown".
+    if [[ $1 == pg ]]; then echo INT; else echo TERM; fi
+}
+
+# ------------------------------------------------------- binaries/paths
+
+dlt_find_pg_bindir() {
+    if [[ -n ${DLOCK_TEST_PG_BINDIR:-} ]]; then
+        echo "$DLOCK_TEST_PG_BINDIR"
+        return
+    fi
+    # Debian keeps the server binaries out of PATH; take the newest major.
+    local d best=
+    for d in /usr/lib/postgresql/*/bin; do
+        [[ -x $d/postgres ]] && best=$d
+    done
+    [[ -n $best ]] && echo "$best"
+}
+
+dlt_find_bin() { # NAME -> path; also looks in sbin (mariadbd) for non-root PATHs
+    command -v "$1" 2>/dev/null && return
+    local d
+    for d in /usr/sbin /usr/local/sbin /sbin; do
+        [[ -x $d/$1 ]] && { echo "$d/$1"; return; }
+    done
+    return 1
+}
+
+dlt_zk_classpath() {
+    local j=/usr/share/java
+    [[ -r $j/zookeeper.jar ]] || return 1
+    # zookeeper.jar's manifest Class-Path pulls in slf4j-api, jute, netty...;
+    # only an slf4j binding is missing. log4j gives us a readable log file.
+    if [[ -r $j/slf4j-log4j12.jar && -r $j/log4j-1.2.jar ]]; then
+        echo "$j/zookeeper.jar:$j/slf4j-log4j12.jar:$j/log4j-1.2.jar"
+    elif [[ -r $j/slf4j-simple.jar ]]; then
+        echo "$j/zookeeper.jar:$j/slf4j-simple.jar"
+    elif [[ -r $j/slf4j-nop.jar ]]; then
+        echo "$j/zookeeper.jar:$j/slf4j-nop.jar"
+    else
+        echo "$j/zookeeper.jar"
+    fi
+}
+
+# Are the programs KIND needs installed? Prints what is missing.
+dlt_kind_missing() {
+    case $1 in
+        redis | redis5)
+            dlt_find_bin redis-server >/dev/null || echo redis-server
+            ;;
+        zk | zk3)
+            dlt_find_bin java >/dev/null || echo java
+            [[ -r /usr/share/java/zookeeper.jar ]] || echo /usr/share/java/zookeeper.jar
+            ;;
+        pg)
+            dlt_find_pg_bindir >/dev/null || echo "postgres (/usr/lib/postgresql/*/bin)"
+            dlt_find_bin pg_isready >/dev/null || echo pg_isready
+            dlt_find_bin psql >/dev/null || echo psql
+            if [[ $EUID -eq 0 ]]; then
+                getent passwd postgres >/dev/null || echo "user postgres"
+                dlt_find_bin setpriv >/dev/null || echo setpriv
+            fi
+            ;;
+        mysql)
+            local b
+            for b in mariadbd mariadb-install-db mariadb mariadb-admin; do
+                dlt_find_bin "$b" >/dev/null || echo "$b"
+            done
+            if [[ $EUID -eq 0 ]]; then
+                getent passwd mysql >/dev/null || echo "user mysql"
+            fi
+            ;;
+    esac
+}
+
+# Can other users reach DIR (o+x on it and every ancestor)?
+dlt_world_traversable() { # DIR
+    local d
+    d=$(cd "$1" 2>/dev/null && pwd -P) || return 1
+    while [[ -n $d ]]; do
+        [[ -n $(find "$d" -maxdepth 0 -perm -o+x 2>/dev/null) ]] || return 1
+        d=${d%/*}
+    done
+}
+
+# ------------------------------------------------------------ processes
+
+# Set DLT_STATE and DLT_START from /proc/PID/stat; fails if PID is gone.
+# Builtins only (no fork): this runs in tight wait loops.
+dlt_proc_stat() {
+    local s
+    { read -r s <"/proc/$1/stat"; } 2>/dev/null || return 1
+    s=${s##*) } # comm may contain spaces and ')': cut at the last ") "
+    local -a f
+    read -r -a f <<<"$s"
+    # f[0] is field 3 (state); starttime is field 22.
+    DLT_STATE=${f[0]}
+    DLT_START=${f[19]}
+}
+
+dlt_proc_alive() { # PID [STARTTIME]
+    dlt_proc_stat "$1" || return 1
+    [[ $DLT_STATE != [ZX] ]] || return 1
+    [[ -z ${2:-} || $DLT_START == "$2" ]]
+}
+
+# Echo the main PID of the server in NODE if it is alive.
+dlt_node_pid() {
+    local pid start
+    [[ -r $1/pid ]] || return 1
+    read -r pid start <"$1/pid" || return 1
+    [[ -n $pid ]] || return 1
+    dlt_proc_alive "$pid" "$start" || return 1
+    echo "$pid"
+}
+
+# ---------------------------------------------------------------- ports
+
+# Ports in use by any socket on this machine (any state, any address).
+dlt_ports_in_use() {
+    local f line
+    for f in /proc/net/tcp /proc/net/tcp6; do
+        [[ -r $f ]] || continue
+        while read -r _ line _; do
+            [[ $line == *:* ]] || continue # header line
+            echo $((16#${line##*:}))
+        done <"$f"
+    done
+}
+
+# Pick N free ports for NODE and record them in NODE/ports. Serialised with
+# flock across every concurrent run (meson runs tests in parallel, each with
+# its own with-servers.sh), and ports recorded by other live or stopped runs
+# under the same parent dir are avoided, so a node stopped by ctl.sh keeps its
+# port. Collisions with unrelated processes are still possible and are
+# handled by retrying the start on fresh ports.
+dlt_pick_ports() { # NODE N
+    local node=$1 n=$2 parent lock fd
+    parent=$(dirname "$DLOCK_TEST_RUN_DIR")
+    lock=$parent/dlock-test-ports.lock
+    exec {fd}>>"$lock"
+    flock "$fd"
+    local -A used=()
+    local p f
+    while read -r p; do used[$p]=1; done < <(
+        dlt_ports_in_use
+        for f in "$parent"/dlock-test.*/*/ports; do
+            [[ -r $f ]] && cat "$f"
+        done
+    )
+    local -a picked=()
+    local tries=0
+    while ((${#picked[@]} < n)); do
+        p=$((DLT_PORT_MIN + (RANDOM * 32768 + RANDOM) % (DLT_PORT_MAX - DLT_PORT_MIN + 1)))
+        if [[ -z ${used[$p]:-} ]]; then
+            used[$p]=1
+            picked+=("$p")
+        fi
+        ((++tries < 100000)) || { exec {fd}>&-; dlt_err "no free port"; return 1; }
+    done
+    printf '%s\n' "${picked[@]}" >"$node/ports"
+    exec {fd}>&-
+}
+
+# Does PID own the LISTEN socket on 127.0.0.1:PORT? Guards against taking a
+# concurrent run's server on the same port for ours.
+dlt_owns_port() { # PID PORT
+    local pid=$1 hex inode='' f laddr st ino
+    printf -v hex '%04X' "$2"
+    for f in /proc/net/tcp /proc/net/tcp6; do
+        [[ -r $f ]] || continue
+        # Fields: sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+        while read -r _ laddr _ st _ _ _ _ _ ino _; do
+            if [[ $st == 0A && ($laddr == "0100007F:$hex" || $laddr == "0000000000000000FFFF00000100007F:$hex") ]]; then
+                inode=$ino
+                break 2
+            fi
+        done <"$f"
+    done
+    [[ -n $inode ]] || return 1
+    [[ -n $(find "/proc/$pid/fd" -lname "socket:\[$inode\]" -print -quit 2>/dev/null) ]]
+}
+
+# --------------------------------------------------------------- probes
+
+# Redis: PING over bash /dev/tcp (no client needed, no fork of redis-cli).
+dlt_probe_redis() { # PORT
+    (
+        exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+        printf 'PING\r\n' >&3
+        IFS= read -r -t 2 line <&3 || exit 1
+        [[ $line == +PONG* ]]
+    ) 2>/dev/null
+}
+
+# ZooKeeper: the srvr four-letter word; echoes the Mode (standalone, leader,
+# follower) when the node is serving. bash /dev/tcp rather than nc: nc -q 1
+# adds a second to every probe.
+dlt_zk_mode() { # PORT
+    (
+        exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+        printf 'srvr' >&3
+        while IFS= read -r -t 2 line <&3; do
+            if [[ $line == Mode:* ]]; then
+                echo "${line#Mode: }"
+                exit 0
+            fi
+        done
+        exit 1
+    ) 2>/dev/null
+}
+
+dlt_probe_zk() { # PORT -> ok when serving as standalone/leader/follower
+    local m
+    m=$(dlt_zk_mode "$1") || return 1
+    [[ $m == standalone || $m == leader || $m == follower ]]
+}
+
+dlt_probe_pg() { # PORT
+    pg_isready -q -h 127.0.0.1 -p "$1" -t 2 >/dev/null 2>&1
+}
+
+dlt_probe_mysql() { # PORT
+    # mariadb-admin ping exits 0 once the server answers, even when the
+    # (nonexistent) user is refused, so no credentials are needed.
+    mariadb-admin --no-defaults --protocol=tcp -h 127.0.0.1 -P "$1" \
+        -u dlock-probe --connect-timeout=2 ping >/dev/null 2>&1
+}
+
+dlt_probe() { # KIND PORT
+    case $1 in
+        redis | redis5) dlt_probe_redis "$2" ;;
+        zk | zk3) dlt_probe_zk "$2" ;;
+        pg) dlt_probe_pg "$2" ;;
+        mysql) dlt_probe_mysql "$2" ;;
+    esac
+}
+
+# ------------------------------------------------------- start and wait
+
+dlt_node_kind() { local b=${1%/}; b=${b##*/}; echo "${b%-*}"; }
+
+# Start the command recorded in NODE/cmd in the background with cwd NODE,
+# output appended to NODE/log; record "PID STARTTIME" in NODE/pid.
+dlt_launch() { # NODE
+    local node=$1 cmd pid
+    cmd=$(<"$node/cmd")
+    local -a argv
+    eval "argv=($cmd)"
+    [[ $(dlt_node_kind "$node") != pg ]] || dlt_pg_clear_stale_pid "$node"
+    printf '=== %s start: %s\n' "$(date '+%F %T')" "$cmd" >>"$node/log"
+    # ( exec ... ) & makes $! the server itself (setpriv and java exec in
+    # place too); the server stays in our process group, so a test runner
+    # that signals the whole group (meson on timeout) reaches it as well.
+    # Close inherited fds above 2: a server that held, say, the pipe of a
+    # test doing popen("ctl.sh start ...") would keep that pipe from ever
+    # reaching EOF.
+    (
+        trap - INT QUIT
+        dlt_close_fds
+        cd "$node" && exec "${argv[@]}"
+    ) </dev/null >>"$node/log" 2>&1 &
+    pid=$!
+    # No "Killed" job notices from this shell when a retry kills it.
+    disown "$pid" 2>/dev/null || true
+    DLT_START=
+    dlt_proc_stat "$pid" || true
+    echo "$pid $DLT_START" >"$node/pid"
+}
+
+# Close every fd above 2 in the current (sub)shell.
+dlt_close_fds() {
+    local f n
+    for f in /proc/"$BASHPID"/fd/*; do
+        n=${f##*/}
+        if [[ $n =~ ^[0-9]+$ ]] && ((n > 2)); then
+            eval "exec $n>&-" 2>/dev/null || true
+        fi
+    done
+}
+
+# A SIGKILLed postmaster stays a zombie until PID 1 reaps it (up to ~2 s
+# here), and postgres refuses to start while the PID in its lock files
+# (data/postmaster.pid, and sock/.s.PGSQL.PORT.lock for the socket)
+# "exists": kill(pid, 0) succeeds on a zombie. Remove the lock files whose
+# process is dead by our definition; postgres checks the rest (shared memory
+# still attached) itself.
+dlt_pg_clear_stale_pid() { # NODE
+    local f old
+    for f in "$1/data/postmaster.pid" "$1"/sock/.s.PGSQL.*.lock; do
+        [[ -e $f ]] || continue
+        { read -r old <"$f"; } 2>/dev/null || continue
+        if [[ $old =~ ^[0-9]+$ ]] && ! dlt_proc_alive "$old"; then
+            rm -f "$f"
+        fi
+    done
+}
+
+dlt_log_tail() { # NODE [LINES]
+    local node=$1 n=${2:-40}
+    dlt_err "---- last $n lines of $node/log ----"
+    tail -n "$n" "$node/log" 2>/dev/null | sed 's/^/    /' >&2 || true
+    dlt_err "----"
+}
+
+# Wait until NODE's server answers on its port and it is our process that
+# owns the port. Returns 0 ready, 2 the process died (NODE/log says why),
+# 1 timeout.
+dlt_wait_node() { # NODE [TIMEOUT]
+    local node=$1 timeout=${2:-$DLT_READY_TIMEOUT} kind port pid start
+    kind=$(dlt_node_kind "$node")
+    port=$(<"$node/port")
+    read -r pid start <"$node/pid"
+    local deadline=$((SECONDS + timeout)) delay=20 t
+    while :; do
+        if ! dlt_proc_alive "$pid" "$start"; then
+            return 2
+        fi
+        # Probe only once our process listens on the port: whatever else
+        # answers there (a concurrent run that got the port first) is not
+        # ours, and may keep a probe waiting.
+        if dlt_owns_port "$pid" "$port" && dlt_probe "$kind" "$port"; then
+            return 0
+        fi
+        ((SECONDS < deadline)) || return 1
+        # Back off from 20 ms to 200 ms: probes fork (pg_isready,
+        # mariadb-admin) and compete for the 2 vCPUs with the starting server.
+        printf -v t '0.%03d' "$delay"
+        sleep "$t"
+        ((delay = delay * 3 / 2, delay > 200 && (delay = 200), 1))
+    done
+}
+
+# Did the last start of NODE fail because a port was taken?
+dlt_bind_failed() { # NODE
+    local node=$1
+    # Only look at the log since the last "=== ... start" marker.
+    awk '/^=== .* start: /{buf=""} {buf=buf $0 "\n"} END{printf "%s", buf}' "$node/log" 2>/dev/null |
+        grep -qiE 'address already in use|bind.*(errno|error).*98|BindException|could not bind|Could not create server TCP listening socket'
+}
+
+# PIDs of live processes whose cwd is under any of NODES (one find).
+dlt_procs_under_any() { # NODE...
+    local d
+    local -a expr=()
+    for d in "$@"; do
+        d=${d%/}
+        expr+=(${expr[0]+-o} -lname "$d" -o -lname "$d/*")
+    done
+    find /proc -mindepth 2 -maxdepth 2 -name cwd \( "${expr[@]}" \) \
+        -printf '%h\n' 2>/dev/null | sed 's|^/proc/||' | grep -vxE "$$|${BASHPID:-$$}" || true
+}
+
+dlt_nodes_dead() { # NODE...
+    local node
+    for node in "$@"; do
+        if dlt_node_pid "$node" >/dev/null; then return 1; fi
+    done
+    [[ -z $(dlt_procs_under_any "$@") ]]
+}
+
+# Signal every live server in NODES (graceful by default: SIGINT for
+# postgres, SIGTERM for the rest; or SIG), then wait for all of them,
+# SIGKILLing whatever is left after DLT_STOP_TIMEOUT. Signal everything
+# first: waiting per server would serialise the shutdowns. With SIG=KILL
+# helper processes (postgres backends) are SIGKILLed too, like a crash.
+dlt_stop_nodes() { # SIG|"" NODE...
+    local sig=$1 node pid p s
+    shift
+    (($# > 0)) || return 0
+    local -a nodes=("$@")
+    for node in "${nodes[@]}"; do
+        s=${sig:-$(dlt_stop_signal "$(dlt_node_kind "$node")")}
+        if pid=$(dlt_node_pid "$node"); then
+            kill -s "$s" "$pid" 2>/dev/null || true
+        fi
+    done
+    # A paused (ctl.sh pause) server never acts on the signal until woken;
+    # wake it and its helpers.
+    for p in $(dlt_procs_under_any "${nodes[@]}"); do
+        if [[ $sig == KILL ]]; then kill -KILL "$p" 2>/dev/null || true; fi
+        kill -CONT "$p" 2>/dev/null || true
+    done
+    local deadline=$((SECONDS + DLT_STOP_TIMEOUT)) killed=0
+    while ! dlt_nodes_dead "${nodes[@]}"; do
+        if ((SECONDS >= deadline)); then
+            if ((killed)); then
+                dlt_err "processes still alive after SIGKILL: $(dlt_procs_under_any "${nodes[@]}" | tr '\n' ' ')"
+                return 1
+            fi
+            for node in "${nodes[@]}"; do
+                if pid=$(dlt_node_pid "$node"); then
+                    dlt_err "$(basename "$node"): pid $pid still alive after ${DLT_STOP_TIMEOUT}s, sending SIGKILL"
+                    kill -KILL "$pid" 2>/dev/null || true
+                fi
+            done
+            for p in $(dlt_procs_under_any "${nodes[@]}"); do
+                kill -KILL "$p" 2>/dev/null || true
+            done
+            killed=1
+            deadline=$((SECONDS + 5))
+        fi
+        sleep 0.02
+    done
+}
+
+# --------------------------------------------- per-kind set-up (first start)
+
+# Root runs postgres/mariadbd as their own users; anyone else runs them as
+# themselves (both refuse only root).
+dlt_as_user() { # USER -> prefix words for a command line
+    if [[ $EUID -eq 0 ]]; then
+        printf '%s\n' setpriv "--reuid=$1" "--regid=$1" --init-groups --
+    fi
+}
+
+dlt_write_cmd() { # NODE ARGV...
+    local node=$1
+    shift
+    printf '%q ' "$@" >"$node/cmd"
+    echo >>"$node/cmd"
+}
+
+dlt_prepare_redis() { # NODE PORT
+    local node=$1 port=$2
+    mkdir -p "$node/data"
+    echo "$port" >"$node/port"
+    # No persistence, no Unix socket, loopback only; --dir so nothing is
+    # written to the caller's cwd. DEBUG is allowed from loopback so fault
+    # tests can use DEBUG SLEEP.
+    dlt_write_cmd "$node" "$(dlt_find_bin redis-server)" \
+        --bind 127.0.0.1 --port "$port" --protected-mode yes \
+        --save '' --appendonly no --daemonize no --unixsocket '' \
+        --dir "$node/data" --logfile '' --enable-debug-command local
+}
+
+# ZK: config for NODE. Ensemble members are given as "ID:CLIENT:QUORUM:ELECTION".
+dlt_prepare_zk() { # NODE MYID PORT [MEMBER...]
+    local node=$1 myid=$2 port=$3 m
+    shift 3
+    mkdir -p "$node/data"
+    echo "$port" >"$node/port"
+    # tickTime 500 ms: minSessionTimeout = 2 ticks = 1 s, so tests can use
+    # ~2 s sessions and see expiry quickly. forceSync=no: tests, speed (the
+    # data survives a process kill, only not a machine crash).
+    {
+        echo "tickTime=500"
+        echo "minSessionTimeout=1000"
+        echo "maxSessionTimeout=60000"
+        echo "initLimit=20"
+        echo "syncLimit=10"
+        echo "dataDir=$node/data"
+        echo "clientPort=$port"
+        echo "clientPortAddress=127.0.0.1"
+        echo "maxClientCnxns=0"
+        echo "admin.enableServer=false"
+        echo "4lw.commands.whitelist=srvr,ruok,stat,mntr,conf,cons,dump"
+        echo "forceSync=no"
+        echo "autopurge.purgeInterval=0"
+        # Ensemble: give up on a silent (paused) peer after 2 s, not 5.
+        echo "cnxTimeout=2000"
+        for m in "$@"; do
+            local id qp ep
+            IFS=: read -r id _ qp ep <<<"$m"
+            echo "server.$id=127.0.0.1:$qp:$ep"
+        done
+    } >"$node/zoo.cfg"
+    if (($# > 0)); then echo "$myid" >"$node/data/myid"; fi
+    cat >"$node/log4j.properties" <<'EOF'
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] %-5p [%t:%C{1}@%L] - %m%n
+EOF
+    # Small, fast-starting JVM: serial GC, C1 only, no perf-data mmap file.
+    # IPv4 stack so the sockets are plain 127.0.0.1 ones.
+    dlt_write_cmd "$node" "$(dlt_find_bin java)" \
+        -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData \
+        -Djava.awt.headless=true -Djava.net.preferIPv4Stack=true \
+        "-Dlog4j.configuration=file:$node/log4j.properties" \
+        -Dzookeeper.jmx.log4j.disable=true \
+        -cp "$(dlt_zk_classpath)" \
+        org.apache.zookeeper.server.quorum.QuorumPeerMain "$node/zoo.cfg"
+}
+
+dlt_pg_initdb() { # NODE
+    local node=$1 bindir
+    bindir=$(dlt_find_pg_bindir)
+    mkdir -p "$node/data" "$node/sock"
+    chmod 700 "$node/data"
+    printf '%s\n' "$DLT_ADMIN_PW" >"$node/pwfile"
+    chmod 600 "$node/pwfile"
+    if [[ $EUID -eq 0 ]]; then chown postgres: "$node/data" "$node/sock" "$node/pwfile"; fi
+    local -a pre
+    mapfile -t pre < <(dlt_as_user postgres)
+    # Local (socket) connections trust: the set-up path. TCP: scram-sha-256
+    # password auth, the path the library is tested on. --no-sync: tests.
+    if ! (cd "$node" && "${pre[@]}" "$bindir/initdb" -D "$node/data" -U postgres \
+        "--pwfile=$node/pwfile" -E UTF8 --locale=C \
+        --auth-local=trust --auth-host=scram-sha-256 --no-sync) >>"$node/log" 2>&1; then
+        dlt_err "initdb failed"
+        dlt_log_tail "$node"
+        return 1
+    fi
+    rm -f "$node/pwfile"
+}
+
+dlt_prepare_pg() { # NODE PORT
+    local node=$1 port=$2 bindir
+    bindir=$(dlt_find_pg_bindir)
+    echo "$port" >"$node/port"
+    local -a pre
+    mapfile -t pre < <(dlt_as_user postgres)
+    # The socket goes in the run dir: the default /var/run/postgresql belongs
+    # to the packaged cluster. fsync off: tests, speed.
+    dlt_write_cmd "$node" "${pre[@]}" "$bindir/postgres" -D "$node/data" \
+        -c listen_addresses=127.0.0.1 -c "port=$port" \
+        -c "unix_socket_directories=$node/sock" \
+        -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+        -c max_connections=300 -c logging_collector=off
+}
+
+dlt_pg_setup() { # NODE -- create role and database dlock
+    local node=$1 port
+    port=$(<"$node/port")
+    if ! psql -X -q -h "$node/sock" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 \
+        >>"$node/log" 2>&1 <<EOF; then
+CREATE ROLE dlock LOGIN PASSWORD '$DLT_PW';
+CREATE DATABASE dlock OWNER dlock;
+-- fault tests: let dlock terminate other sessions (pg_terminate_backend)
+GRANT pg_signal_backend TO dlock;
+EOF
+        dlt_err "pg: creating role/database dlock failed"
+        dlt_log_tail "$node"
+        return 1
+    fi
+}
+
+# InnoDB sizing for both mariadb-install-db and mariadbd: the default 96 MB
+# redo log makes every data dir 114 MB; parallel test runs add up.
+DLT_MYSQL_INNODB_OPTS=(--innodb-log-file-size=16M --innodb-buffer-pool-size=64M)
+
+dlt_mysql_install_db() { # NODE
+    local node=$1
+    # Own tmpdir: at start-up mariadbd deletes every "#sql*" file in its
+    # tmpdir, i.e. the temporary tables of every other server sharing /tmp
+    # (parallel mariadb-install-db runs crashed or failed on this).
+    mkdir -p "$node/data" "$node/sock" "$node/tmp"
+    local -a user=()
+    if [[ $EUID -eq 0 ]]; then
+        chown mysql: "$node/data" "$node/sock" "$node/tmp"
+        user=(--user=mysql)
+    fi
+    # --no-defaults: Debian's /etc/mysql/*.cnf points at /var/lib/mysql and
+    # /run/mysqld. normal root auth: root without password over the socket.
+    if ! (cd "$node" && mariadb-install-db --no-defaults "${user[@]}" \
+        "--datadir=$node/data" --auth-root-authentication-method=normal \
+        --skip-test-db --skip-name-resolve "--tmpdir=$node/tmp" \
+        "${DLT_MYSQL_INNODB_OPTS[@]}") >>"$node/log" 2>&1; then
+        dlt_err "mariadb-install-db failed"
+        dlt_log_tail "$node"
+        return 1
+    fi
+}
+
+dlt_prepare_mysql() { # NODE PORT
+    local node=$1 port=$2
+    echo "$port" >"$node/port"
+    local -a user=()
+    [[ $EUID -eq 0 ]] && user=(--user=mysql)
+    # flush-log-at-trx-commit=2: tests, speed (no fsync per commit).
+    dlt_write_cmd "$node" "$(dlt_find_bin mariadbd)" --no-defaults "${user[@]}" \
+        "--datadir=$node/data" --bind-address=127.0.0.1 "--port=$port" \
+        "--socket=$node/sock/mysqld.sock" "--pid-file=$node/sock/mysqld.pid" \
+        "--tmpdir=$node/tmp" \
+        --skip-name-resolve --innodb-flush-log-at-trx-commit=2 \
+        --max-connections=500 --skip-log-bin "${DLT_MYSQL_INNODB_OPTS[@]}"
+}
+
+dlt_mysql_setup() { # NODE
+    local node=$1 u
+    local sql="CREATE DATABASE IF NOT EXISTS dlock;"
+    # With --skip-name-resolve a TCP client from 127.0.0.1 matches
+    # 'dlock'@'127.0.0.1' or 'dlock'@'%', never 'dlock'@'localhost' (that
+    # one is for the socket).
+    for u in "'dlock'@'127.0.0.1'" "'dlock'@'%'" "'dlock'@'localhost'"; do
+        sql+="CREATE USER IF NOT EXISTS $u IDENTIFIED BY '$DLT_PW';"
+        sql+="GRANT ALL PRIVILEGES ON dlock.* TO $u;"
+        # Fault tests: SET GLOBAL, KILL other sessions, see the processlist.
+        sql+="GRANT SUPER, CONNECTION ADMIN, PROCESS ON *.* TO $u;"
+    done
+    # Superuser over TCP for set-up from tests.
+    sql+="CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '$DLT_ADMIN_PW';"
+    sql+="ALTER USER 'root'@'127.0.0.1' IDENTIFIED BY '$DLT_ADMIN_PW';"
+    sql+="GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;"
+    if ! mariadb --no-defaults -u root "--socket=$node/sock/mysqld.sock" \
+        -e "$sql" >>"$node/log" 2>&1; then
+        dlt_err "mysql: creating user/database dlock failed"
+        dlt_log_tail "$node"
+        return 1
+    fi
+}
+
+# ------------------------------------------------- start a kind (all nodes)
+
+# Pick ports for NODES of KIND and write their command lines.
+dlt_configure() { # KIND NODE...
+    local kind=$1 node i
+    shift
+    case $kind in
+        redis | redis5)
+            for node in "$@"; do
+                dlt_pick_ports "$node" 1 || return 1
+                dlt_prepare_redis "$node" "$(<"$node/ports")"
+            done
+            ;;
+        zk)
+            dlt_pick_ports "$1" 1 || return 1
+            dlt_prepare_zk "$1" 1 "$(<"$1/ports")"
+            ;;
+        zk3)
+            # Every member's config lists every member: all three together.
+            local -a members=() pp
+            local cp
+            i=0
+            for node in "$@"; do
+                i=$((i + 1))
+                dlt_pick_ports "$node" 3 || return 1
+                mapfile -t pp <"$node/ports"
+                members+=("$i:${pp[0]}:${pp[1]}:${pp[2]}")
+            done
+            i=0
+            for node in "$@"; do
+                i=$((i + 1))
+                IFS=: read -r _ cp _ <<<"${members[i - 1]}"
+                dlt_prepare_zk "$node" "$i" "$cp" "${members[@]}"
+            done
+            ;;
+        pg)
+            dlt_pick_ports "$1" 1 || return 1
+            dlt_prepare_pg "$1" "$(<"$1/ports")"
+            ;;
+        mysql)
+            dlt_pick_ports "$1" 1 || return 1
+            dlt_prepare_mysql "$1" "$(<"$1/ports")"
+            ;;
+    esac
+}
+
+# Start KIND's nodes in $DLOCK_TEST_RUN_DIR and wait until all answer.
+# A node that finds its port taken (a race with another process between
+# picking and binding) is started again on fresh ports; for zk3 that means
+# the whole ensemble, as every member's config names every port.
+dlt_start_kind() { # KIND
+    local kind=$1 n i attempt rc node
+    local run=$DLOCK_TEST_RUN_DIR
+    n=$(dlt_kind_count "$kind")
+    local -a nodes=() pending=() again=()
+    for ((i = 1; i <= n; i++)); do
+        nodes+=("$run/$kind-$i")
+        mkdir -p "$run/$kind-$i"
+    done
+
+    # One-time data directory initialisation.
+    case $kind in
+        pg) dlt_pg_initdb "${nodes[0]}" || return 1 ;;
+        mysql) dlt_mysql_install_db "${nodes[0]}" || return 1 ;;
+    esac
+
+    pending=("${nodes[@]}")
+    for attempt in 1 2 3 4 5; do
+        dlt_configure "$kind" "${pending[@]}" || return 1
+        for node in "${pending[@]}"; do dlt_launch "$node"; done
+        again=()
+        for node in "${pending[@]}"; do
+            rc=0
+            dlt_wait_node "$node" || rc=$?
+            ((rc != 0)) || continue
+            # rc 2: it died. A zk3 member whose election port is taken may
+            # also just never join (rc 1 after the timeout).
+            if dlt_bind_failed "$node"; then
+                dlt_log "$kind: port taken on $(basename "$node") (attempt $attempt), retrying on other ports"
+                again+=("$node")
+                [[ $kind != zk3 ]] || break
+                continue
+            fi
+            if ((rc == 1)); then
+                dlt_err "$kind: $(basename "$node") did not answer on 127.0.0.1:$(<"$node/port") within ${DLT_READY_TIMEOUT}s"
+            else
+                dlt_err "$kind: $(basename "$node") exited during start-up"
+            fi
+            dlt_log_tail "$node"
+            return 1
+        done
+        ((${#again[@]} > 0)) || break
+        if ((attempt == 5)); then
+            dlt_err "$kind: giving up after $attempt attempts (ports kept being taken)"
+            return 1
+        fi
+        [[ $kind != zk3 ]] || again=("${nodes[@]}")
+        dlt_stop_nodes KILL "${again[@]}"
+        pending=("${again[@]}")
+    done
+
+    # One-time users/databases.
+    case $kind in
+        pg) dlt_pg_setup "${nodes[0]}" || return 1 ;;
+        mysql) dlt_mysql_setup "${nodes[0]}" || return 1 ;;
+    esac
+    return 0
+}
+
+# Export the variables for KIND started in RUN.
+dlt_export_kind() { # KIND RUN
+    local kind=$1 run=$2 i hosts=
+    case $kind in
+        redis)
+            DLOCK_TEST_REDIS_URI="redis://127.0.0.1:$(<"$run/redis-1/port")"
+            export DLOCK_TEST_REDIS_URI
+            ;;
+        redis5)
+            for i in 1 2 3 4 5; do
+                hosts+="${hosts:+,}127.0.0.1:$(<"$run/redis5-$i/port")"
+            done
+            export DLOCK_TEST_REDIS5_HOSTS=$hosts
+            ;;
+        zk)
+            DLOCK_TEST_ZK_URI="zk://127.0.0.1:$(<"$run/zk-1/port")"
+            export DLOCK_TEST_ZK_URI
+            ;;
+        zk3)
+            for i in 1 2 3; do
+                hosts+="${hosts:+,}127.0.0.1:$(<"$run/zk3-$i/port")"
+            done
+            export DLOCK_TEST_ZK3_URI="zk://$hosts"
+            ;;
+        pg)
+            local p
+            p=$(<"$run/pg-1/port")
+            export DLOCK_TEST_PG_URI="postgres://dlock:$DLT_PW@127.0.0.1:$p/dlock"
+            export DLOCK_TEST_PG_ADMIN_URI="postgres://postgres:$DLT_ADMIN_PW@127.0.0.1:$p/dlock"
+            export DLOCK_TEST_PG_PASSWORD=$DLT_PW
+            ;;
+        mysql)
+            local p
+            p=$(<"$run/mysql-1/port")
+            export DLOCK_TEST_MYSQL_URI="mysql://dlock:$DLT_PW@127.0.0.1:$p/dlock"
+            export DLOCK_TEST_MYSQL_ADMIN_URI="mysql://root:$DLT_ADMIN_PW@127.0.0.1:$p/dlock"
+            export DLOCK_TEST_MYSQL_PASSWORD=$DLT_PW
+            ;;
+    esac
+}

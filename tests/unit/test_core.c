@@ -1,0 +1,424 @@
+/*
+ * test_core.c: core's pieces on their own: backoff bounds, the watchdog's
+ * timer heap, error and capability tables, name segments, UTF-8 checks,
+ * password redaction, the registry's checks, and client-open errors.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+/* ---- backoff ------------------------------------------------------------------ */
+
+static void retry__backoff_within_full_jitter_bounds(void **state)
+{
+    (void)state;
+    for (unsigned attempt = 0; attempt < 40; attempt++) {
+        uint64_t cap = 5;
+        for (unsigned i = 0; i < attempt && cap < 500; i++)
+            cap *= 2;
+        if (cap > 500)
+            cap = 500;
+        for (int k = 0; k < 200; k++) {
+            uint32_t d = dlock__backoff_ms(5, 500, attempt);
+            assert_true(d >= 5);
+            assert_true(d <= cap);
+        }
+    }
+}
+
+static void retry__backoff_spreads(void **state)
+{
+    uint32_t lo = UINT32_MAX, hi = 0;
+
+    (void)state;
+    for (int k = 0; k < 1000; k++) {
+        uint32_t d = dlock__backoff_ms(10, 1000, 10);
+        lo = d < lo ? d : lo;
+        hi = d > hi ? d : hi;
+    }
+    /* Full jitter covers most of [10, 1000], not a point. */
+    assert_true(lo < 200);
+    assert_true(hi > 800);
+}
+
+static void retry__backoff_degenerate_bounds(void **state)
+{
+    (void)state;
+    assert_int_equal(dlock__backoff_ms(7, 7, 30), 7);
+    assert_int_equal(dlock__backoff_ms(50, 10, 3), 50); /* max < min */
+    for (int k = 0; k < 100; k++)
+        assert_true(dlock__backoff_ms(0, 3, 100) <= 3);
+    assert_true(dlock__backoff_ms(1, UINT32_MAX, 1000) >= 1);
+}
+
+/* ---- the heap ------------------------------------------------------------------ */
+
+static void watchdog__heap_orders_by_due(void **state)
+{
+    enum { N = 1000 };
+    struct dlock__heap h = {0};
+    struct dlock__timer *t = calloc(N, sizeof *t);
+    int64_t last = INT64_MIN;
+    size_t popped = 0;
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        t[i].due = (int64_t)(dlock__rand64() % 100000);
+        assert_int_equal(dlock__heap_push(&h, &t[i]), DLOCK_OK);
+    }
+    /* Remove a third from the middle, as cancels do. */
+    for (int i = 0; i < N; i += 3) {
+        dlock__heap_remove(&h, &t[i]);
+        assert_int_equal(t[i].idx, SIZE_MAX);
+    }
+    dlock__heap_remove(&h, &t[0]); /* twice: a no-op */
+    for (size_t i = 0; i < h.n; i++)
+        assert_int_equal(h.v[i]->idx, i);
+    while (dlock__heap_top(&h) != NULL) {
+        struct dlock__timer *top = dlock__heap_top(&h);
+        assert_true(top->due >= last);
+        last = top->due;
+        dlock__heap_remove(&h, top);
+        popped++;
+    }
+    assert_int_equal(popped, N - (N + 2) / 3);
+    dlock__heap_free(&h);
+    free(t);
+}
+
+static void watchdog__heap_reserve_means_no_growth(void **state)
+{
+    struct dlock__heap h = {0};
+    struct dlock__timer t[100];
+    struct dlock__timer **v;
+
+    (void)state;
+    assert_int_equal(dlock__heap_reserve(&h, 100), DLOCK_OK);
+    v = h.v;
+    for (int i = 0; i < 100; i++) {
+        t[i].due = 100 - i;
+        assert_int_equal(dlock__heap_push(&h, &t[i]), DLOCK_OK);
+    }
+    assert_ptr_equal(h.v, v);
+    assert_int_equal(dlock__heap_top(&h)->due, 1);
+    dlock__heap_free(&h);
+}
+
+/* ---- errors and capabilities -------------------------------------------------- */
+
+static void errors__every_code_has_text_and_name(void **state)
+{
+    static const int codes[] = {
+#define XX(name, value, text) DLOCK_##name,
+        DLOCK_ERROR_MAP(XX)
+#undef XX
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        assert_true(codes[i] < 0);
+        assert_string_not_equal(dlock_strerror(codes[i]),
+                                "unknown error code");
+        assert_string_not_equal(dlock_err_name(codes[i]), "UNKNOWN");
+        for (size_t j = 0; j < i; j++)
+            assert_int_not_equal(codes[i], codes[j]);
+    }
+    assert_string_equal(dlock_err_name(DLOCK_EBUSY), "EBUSY");
+    assert_string_equal(dlock_strerror(12345), "unknown error code");
+    assert_string_equal(dlock_err_name(-9999), "UNKNOWN");
+    assert_string_equal(dlock_strerror(DLOCK_OK), "success");
+}
+
+static void errors__cap_names(void **state)
+{
+    (void)state;
+    for (uint32_t bit = 1; bit <= DLOCK_CAP_BATCH_RENEW; bit <<= 1) {
+        assert_non_null(dlock_cap_name(bit));
+        assert_non_null(dlock_cap_text(bit));
+    }
+    assert_null(dlock_cap_name(1u << 31));
+    assert_null(dlock_cap_name(3));
+}
+
+static void errors__redact_replaces_every_occurrence(void **state)
+{
+    char out[128];
+
+    (void)state;
+    dlock__redact(out, sizeof out, "a pw b pw c", "pw");
+    assert_string_equal(out, "a *** b *** c");
+    dlock__redact(out, sizeof out, "nothing here", NULL);
+    assert_string_equal(out, "nothing here");
+    dlock__redact(out, 6, "pwpwpwpw", "pw");
+    assert_string_equal(out, "*****");
+}
+
+/* ---- names ---------------------------------------------------------------------- */
+
+static void util__segment_escapes(void **state)
+{
+    char out[300];
+
+    (void)state;
+    assert_int_equal(dlock_name_segment(out, 240, "a/b", 3), 5);
+    assert_string_equal(out, "a%2Fb");
+    dlock_name_segment(out, 240, ".", 1);
+    assert_string_equal(out, "%2E");
+    dlock_name_segment(out, 240, "..", 2);
+    assert_string_equal(out, "%2E.");
+    dlock_name_segment(out, 240, "x.y", 3);
+    assert_string_equal(out, "x.y");
+    dlock_name_segment(out, 240, "%41~", 4);
+    assert_string_equal(out, "%2541%7E");
+    dlock_name_segment(out, 240, "\xe9\x94\x81", 3);
+    assert_string_equal(out, "%E9%94%81");
+}
+
+static void util__segment_hashes_long_names(void **state)
+{
+    char a[300], b[300], name[1000];
+
+    (void)state;
+    memset(name, '/', sizeof name); /* every byte escapes to 3 */
+    size_t la = dlock_name_segment(a, 240, name, sizeof name);
+    name[999] = 'x';
+    size_t lb = dlock_name_segment(b, 240, name, sizeof name);
+    assert_true(la <= 240);
+    assert_true(lb <= 240);
+    assert_non_null(strchr(a, '~'));
+    assert_string_not_equal(a, b);
+    for (size_t i = 0; i < la; i++)
+        assert_non_null(strchr("ABCDEFabcdef0123456789%~_-.", a[i]) ?
+                            (void *)1 : NULL);
+    /* No cut escape before the '~'. */
+    char *tilde = strchr(a, '~');
+    assert_true(tilde - a >= 3);
+    assert_true(tilde[-3] == '%' || tilde[-1] != '%');
+}
+
+static void util__utf8_validation(void **state)
+{
+    size_t bad = 0;
+
+    (void)state;
+    assert_true(dlock__utf8_valid("plain", 5, &bad));
+    assert_true(dlock__utf8_valid("\xe9\x94\x81", 3, &bad));
+    assert_true(dlock__utf8_valid("\xf0\x9f\x94\x92", 4, &bad));
+    assert_false(dlock__utf8_valid("a\xff", 2, &bad));
+    assert_int_equal(bad, 1);
+    assert_false(dlock__utf8_valid("\xc0\xaf", 2, &bad)); /* overlong */
+    assert_false(dlock__utf8_valid("\xed\xa0\x80", 3, &bad)); /* surrogate */
+    assert_false(dlock__utf8_valid("\xf4\x90\x80\x80", 4, &bad));
+    assert_false(dlock__utf8_valid("\xe9\x94", 2, &bad)); /* truncated */
+    assert_false(dlock__utf8_valid("a\0b", 3, &bad));
+}
+
+static void util__uuid_is_v4(void **state)
+{
+    char a[37], b[37];
+
+    (void)state;
+    assert_int_equal(dlock__uuid(a), DLOCK_OK);
+    assert_int_equal(dlock__uuid(b), DLOCK_OK);
+    assert_int_equal(strlen(a), 36);
+    assert_int_equal(a[14], '4');
+    assert_string_not_equal(a, b);
+}
+
+/* ---- registry ---------------------------------------------------------------------- */
+
+static int dummy_open(struct dlock_session **out, const struct dlock_uri *u,
+                      void *ctx, char *err, size_t errlen)
+{
+    (void)out, (void)u, (void)ctx;
+    return dlock_errorf(err, errlen, DLOCK_ECONNECT, "dummy: refused");
+}
+static void dummy_close(struct dlock_session *s) { (void)s; }
+static int dummy_acquire(struct dlock_session *s,
+                         const struct dlock_request *r, int64_t d,
+                         struct dlock_grant *g, uint32_t *h)
+{
+    (void)s, (void)r, (void)d, (void)g, (void)h;
+    return DLOCK_ERROR;
+}
+static int dummy_renew(struct dlock_session *s, struct dlock_renewal *i,
+                       size_t n)
+{
+    (void)s, (void)i, (void)n;
+    return DLOCK_ERROR;
+}
+static int dummy_release(struct dlock_session *s,
+                         const struct dlock_request *r, struct dlock_grant *g)
+{
+    (void)s, (void)r, (void)g;
+    return DLOCK_ERROR;
+}
+
+static void registry__checks_tables(void **state)
+{
+    static const char *const aliases[] = {"dummy2", NULL};
+    struct dlock_backend b = {
+        .version = DLOCK_BACKEND_VERSION, .scheme = "dummy",
+        .aliases = aliases, .open = dummy_open, .close = dummy_close,
+        .acquire = dummy_acquire, .renew = dummy_renew,
+        .release = dummy_release,
+    };
+    static struct dlock_backend kept;
+    const char *names[32];
+    size_t n;
+    bool listed = false;
+
+    (void)state;
+    assert_int_equal(dlock_backend_register(NULL), DLOCK_EINVAL);
+    b.version = 0;
+    assert_int_equal(dlock_backend_register(&b), DLOCK_EINVAL);
+    b.version = DLOCK_BACKEND_VERSION + 1;
+    assert_int_equal(dlock_backend_register(&b), DLOCK_EINVAL);
+    b.version = DLOCK_BACKEND_VERSION;
+    b.release = NULL;
+    assert_int_equal(dlock_backend_register(&b), DLOCK_EINVAL);
+    b.release = dummy_release;
+    b.scheme = "file"; /* taken by a built-in */
+    assert_int_equal(dlock_backend_register(&b), DLOCK_EINVAL);
+    b.scheme = "dummy";
+    kept = b;
+    assert_int_equal(dlock_backend_register(&kept), DLOCK_OK);
+    assert_int_equal(dlock_backend_register(&kept), DLOCK_EINVAL);
+    assert_ptr_equal(dlock_backend_find("dummy"), &kept);
+    assert_ptr_equal(dlock_backend_find("DUMMY2"), &kept);
+    n = dlock_backend_schemes(names, 32);
+    for (size_t i = 0; i < n && i < 32; i++)
+        listed |= strcmp(names[i], "dummy") == 0;
+    assert_true(listed);
+
+    /* Opening a client on it reports the backend's own words. */
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, "dummy://h", NULL),
+                     DLOCK_ECONNECT);
+    assert_non_null(strstr(dlock_client_errmsg(c), "dummy: refused"));
+    dlock_client_close(c);
+}
+
+/* ---- client open ---------------------------------------------------------------------- */
+
+static void client__open_errors_are_clear(void **state)
+{
+    dlock_client *c = NULL;
+
+    (void)state;
+    assert_int_equal(dlock_client_open(NULL, "file:///tmp", NULL),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_client_open(&c, "nosuch://u:sekrit@h/x", NULL),
+                     DLOCK_ENOBACKEND);
+    assert_non_null(c);
+    assert_non_null(strstr(dlock_client_errmsg(c), "nosuch"));
+    assert_non_null(strstr(dlock_client_errmsg(c), "file")); /* built list */
+    assert_null(strstr(dlock_client_errmsg(c), "sekrit"));
+    dlock_client_close(c);
+
+    assert_int_equal(dlock_client_open(&c, "file:///tmp/x?bogus=1", NULL),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_client_errmsg(c), "bogus"));
+    dlock_client_close(c);
+
+    assert_int_equal(dlock_client_open(&c, "file://host/tmp", NULL),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_client_errmsg(c), "host"));
+    dlock_client_close(c);
+
+    assert_int_equal(dlock_client_open(&c, "redis://u:sekrit@h:99999", NULL),
+                     DLOCK_EINVAL);
+    assert_null(strstr(dlock_client_errmsg(c), "sekrit"));
+    dlock_client_close(c);
+
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    o.version = 0;
+    assert_int_equal(dlock_client_open(&c, "file:///tmp", &o), DLOCK_EINVAL);
+    dlock_client_close(c);
+}
+
+static void client__default_uri_from_env(void **state)
+{
+    char dir[] = "/tmp/dlock-unit-XXXXXX", want[128], run[128];
+    dlock_client *c = NULL;
+    dlock_info info;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(want, sizeof want, "file://%s/env", dir);
+    setenv("DLOCK_URI", want, 1);
+    assert_int_equal(dlock_client_open(&c, NULL, NULL), DLOCK_OK);
+    assert_int_equal(dlock_client_info(c, &info), DLOCK_OK);
+    assert_string_equal(info.uri, want);
+    assert_string_equal(info.scheme, "file");
+    dlock_client_close(c);
+
+    /* No DLOCK_URI: the per-user runtime directory. */
+    unsetenv("DLOCK_URI");
+    snprintf(run, sizeof run, "%s/run", dir);
+    assert_int_equal(mkdir(run, 0700), 0);
+    setenv("XDG_RUNTIME_DIR", run, 1);
+    assert_int_equal(dlock_client_open(&c, "", NULL), DLOCK_OK);
+    dlock_client_info(c, &info);
+    snprintf(want, sizeof want, "file://%s/run/dlock", dir);
+    assert_string_equal(info.uri, want);
+    dlock_client_close(c);
+
+    /* A runtime directory others can read is refused. */
+    snprintf(want, sizeof want, "%s/run/dlock", dir);
+    assert_int_equal(chmod(want, 0755), 0);
+    assert_int_not_equal(dlock_client_open(&c, NULL, NULL), DLOCK_OK);
+    assert_non_null(strstr(dlock_client_errmsg(c), "private"));
+    dlock_client_close(c);
+
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    unsetenv("XDG_RUNTIME_DIR");
+}
+
+static void client__duration_parse(void **state)
+{
+    uint32_t v;
+
+    (void)state;
+    assert_int_equal(dlock_parse_duration("250ms", &v), DLOCK_OK);
+    assert_int_equal(v, 250);
+    assert_int_equal(dlock_parse_duration("2m", &v), DLOCK_OK);
+    assert_int_equal(v, 120000);
+    assert_int_equal(dlock_parse_duration("0", &v), DLOCK_OK);
+    assert_int_equal(v, 0);
+    assert_int_equal(dlock_parse_duration("5", &v), DLOCK_EINVAL);
+    assert_int_equal(dlock_parse_duration(NULL, &v), DLOCK_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(retry__backoff_within_full_jitter_bounds),
+        cmocka_unit_test(retry__backoff_spreads),
+        cmocka_unit_test(retry__backoff_degenerate_bounds),
+        cmocka_unit_test(watchdog__heap_orders_by_due),
+        cmocka_unit_test(watchdog__heap_reserve_means_no_growth),
+        cmocka_unit_test(errors__every_code_has_text_and_name),
+        cmocka_unit_test(errors__cap_names),
+        cmocka_unit_test(errors__redact_replaces_every_occurrence),
+        cmocka_unit_test(util__segment_escapes),
+        cmocka_unit_test(util__segment_hashes_long_names),
+        cmocka_unit_test(util__utf8_validation),
+        cmocka_unit_test(util__uuid_is_v4),
+        cmocka_unit_test(registry__checks_tables),
+        cmocka_unit_test(client__open_errors_are_clear),
+        cmocka_unit_test(client__default_uri_from_env),
+        cmocka_unit_test(client__duration_parse),
+    };
+    return cmocka_run_group_tests_name("core", tests, NULL, NULL);
+}
