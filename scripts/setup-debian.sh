@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Install everything dlock needs to build and to run its server-backed tests
+# on a fresh Debian 12 (bookworm) machine.
+#
+#   scripts/setup-debian.sh
+#
+# Idempotent: when every package is already installed it does not touch apt
+# at all (dpkg-query only), so it is cheap to call before every build.
+# Runs as root; when not root it re-runs the apt steps through sudo.
+#
+# apt only installs the servers; it does not start them (no systemd, and
+# policy-rc.d blocks invoke-rc.d on these machines). tests/servers/with-servers.sh
+# starts private instances per test run.
+set -euo pipefail
+
+say() { printf 'setup-debian: %s\n' "$*"; }
+die() { printf 'setup-debian: error: %s\n' "$*" >&2; exit 1; }
+
+# Build tools. clang + libclang-rt-14-dev give libFuzzer and the sanitizer
+# runtimes; llvm gives llvm-symbolizer / llvm-profdata / llvm-cov.
+build_pkgs=(
+    meson ninja-build pkg-config gcc clang llvm libclang-rt-14-dev
+    libcmocka-dev nettle-dev
+)
+# Client libraries the backends link against. libmariadb-dev-compat provides
+# the "mysqlclient" pkg-config name.
+client_pkgs=(
+    libhiredis-dev libzookeeper-mt-dev libpq-dev libmariadb-dev
+    libmariadb-dev-compat
+)
+# Servers for the tests (started by hand by tests/servers/with-servers.sh).
+server_pkgs=(
+    redis-server redis-tools zookeeper postgresql mariadb-server
+)
+# ZooKeeper/Curator interop test: a small Java program using Curator's
+# InterProcessMutex against the same lock path as dlock. Curator logs through
+# slf4j, so it needs a binding (slf4j-log4j12 from libslf4j-java + log4j 1.2,
+# or slf4j-nop/slf4j-simple, all in libslf4j-java); javac comes from the JDK.
+# These are optional: if the archive lacks one, we say so and go on.
+interop_pkgs=(
+    libcurator-recipes-java libslf4j-java liblog4j1.2-java default-jdk-headless
+)
+
+# Run a command as root: directly when we are root, else through sudo.
+as_root() {
+    if [[ $EUID -eq 0 ]]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "must run as root (or have sudo) to install packages"
+    fi
+}
+
+command -v dpkg-query >/dev/null 2>&1 || die "dpkg-query not found: this script is for Debian"
+if [[ -r /etc/os-release ]]; then
+    # shellcheck disable=SC1091
+    . /etc/os-release
+    if [[ ${ID:-} != debian || ${VERSION_ID:-} != 12 ]]; then
+        say "warning: written for Debian 12, this is ${PRETTY_NAME:-unknown}; trying anyway"
+    fi
+fi
+
+# Is package $1 fully installed? ("install ok installed"; half-configured or
+# removed-but-config-files states count as missing so apt fixes them.)
+installed() {
+    [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]
+}
+
+missing_required=()
+for p in "${build_pkgs[@]}" "${client_pkgs[@]}" "${server_pkgs[@]}"; do
+    installed "$p" || missing_required+=("$p")
+done
+missing_optional=()
+for p in "${interop_pkgs[@]}"; do
+    installed "$p" || missing_optional+=("$p")
+done
+
+if ((${#missing_required[@]} == 0 && ${#missing_optional[@]} == 0)); then
+    say "all packages already installed; nothing to do"
+    exit 0
+fi
+
+say "missing: ${missing_required[*]}${missing_required[*]:+ }${missing_optional[*]}"
+
+# apt's own output goes to a log, shown only if a step fails, so the
+# script prints one line per step.
+log=$(mktemp "${TMPDIR:-/tmp}/setup-debian.XXXXXX.log")
+trap 'rm -f "$log"' EXIT
+run_logged() { # DESCRIPTION CMD...
+    local what=$1
+    shift
+    say "$what"
+    if ! "$@" >"$log" 2>&1; then
+        tail -n 30 "$log" >&2
+        die "$what failed"
+    fi
+}
+
+# A fresh machine may have empty package lists; update once (fast when the
+# lists are current).
+run_logged "apt-get update" as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+
+# Optional packages: install only what the archive actually has (checked after
+# the update, since before it apt-cache knows nothing on a fresh machine).
+to_install=("${missing_required[@]}")
+for p in "${missing_optional[@]}"; do
+    # apt-cache show exits 0 with no output for purely virtual packages, so
+    # look for a real "Package:" stanza.
+    if apt-cache show --no-all-versions "$p" 2>/dev/null | grep -q '^Package:'; then
+        to_install+=("$p")
+    else
+        say "note: $p is not available in the configured archive; the Curator interop test will be skipped"
+    fi
+done
+
+if ((${#to_install[@]} == 0)); then
+    say "nothing installable is missing"
+    exit 0
+fi
+run_logged "apt-get install ${to_install[*]}" \
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    "${to_install[@]}"
+
+# The server packages create these system users; with-servers.sh runs
+# postgres and mariadbd as them (both refuse to run as root). Check rather
+# than assume, so a broken install fails here and not in the middle of a test.
+for u in postgres mysql; do
+    getent passwd "$u" >/dev/null || die "system user '$u' missing after install"
+done
+say "done"

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: install packages,
+# build three variants (plain with -Werror, ASan+UBSan, TSan), run every
+# suite in each (unit, conformance and fault per backend, CLI, each
+# backend's own tests; servers are started on 127.0.0.1 by the tests
+# themselves and stopped afterwards), then fuzz the URI parser for a bounded
+# time with libFuzzer.
+#
+#   scripts/test.sh                 everything
+#   DLOCK_VARIANTS="plain" scripts/test.sh    a subset of variants
+#   DLOCK_FUZZ_SECONDS=0 scripts/test.sh      skip the libFuzzer run
+#
+# Ends with one line "N passed, N failed[, N skipped]" over all variants.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+variants=${DLOCK_VARIANTS:-plain asan tsan}
+fuzz_seconds=${DLOCK_FUZZ_SECONDS:-60}
+jobs=${DLOCK_TEST_JOBS:-3}
+
+bash scripts/setup-debian.sh
+
+say() { printf '\n== test.sh: %s\n' "$*"; }
+total_ok=0 total_fail=0 total_skip=0 status=0
+
+for v in $variants; do
+    dir=build/test-$v
+    case $v in
+    plain) opts=(-Dwerror=true -Dbuildtype=debugoptimized) ;;
+    # -Db_lundef=false: the sanitizer runtimes resolve symbols at run time.
+    asan) opts=(-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+                -Dbuildtype=debug) ;;
+    tsan) opts=(-Dwerror=true -Db_sanitize=thread -Db_lundef=false
+                -Dbuildtype=debug) ;;
+    *) echo "test.sh: unknown variant '$v'" >&2; exit 64 ;;
+    esac
+    say "$v: configure and build"
+    if [ -d "$dir" ]; then
+        meson setup --reconfigure "$dir" "${opts[@]}" >/dev/null
+    else
+        meson setup "$dir" "${opts[@]}" >/dev/null
+    fi
+    ninja -C "$dir" >/dev/null
+    say "$v: test"
+    rc=0
+    meson test -C "$dir" --print-errorlogs --num-processes "$jobs" || rc=$?
+    [ $rc = 0 ] || status=1
+    log=$dir/meson-logs/testlog.json
+    ok=$(grep -c '"result": "OK"' "$log" || true)
+    fail=$(grep -c -E '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" || true)
+    skip=$(grep -c '"result": "SKIP"' "$log" || true)
+    echo "test.sh: $v: $ok ok, $fail failed, $skip skipped"
+    total_ok=$((total_ok + ok)) total_fail=$((total_fail + fail))
+    total_skip=$((total_skip + skip))
+done
+
+if [ "$fuzz_seconds" != 0 ]; then
+    say "fuzz: the URI parser for ${fuzz_seconds}s (libFuzzer, ASan+UBSan)"
+    dir=build/test-fuzz
+    if [ ! -d "$dir" ]; then
+        CC=clang meson setup "$dir" -Dfuzz=enabled -Dtests=true \
+            -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+    fi
+    ninja -C "$dir" tests/uri_fuzzer >/dev/null
+    corpus=$(mktemp -d)
+    cp tests/fuzz/corpus/uri/* "$corpus/"
+    if "$dir/tests/uri_fuzzer" -max_total_time="$fuzz_seconds" \
+        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix="$dir/" "$corpus" 2>"$dir/fuzz.log"; then
+        total_ok=$((total_ok + 1))
+        tail -n 3 "$dir/fuzz.log"
+    else
+        total_fail=$((total_fail + 1)) status=1
+        tail -n 40 "$dir/fuzz.log"
+        echo "test.sh: fuzz: a crash; the input is in $dir/crash-*;" \
+             "fix it and add the input to tests/fuzz/corpus/uri/"
+    fi
+    rm -rf "$corpus"
+fi
+
+echo
+echo "$total_ok passed, $total_fail failed, $total_skip skipped"
+exit $status
