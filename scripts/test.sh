@@ -3,8 +3,9 @@
 # build three variants (plain with -Werror, ASan+UBSan, TSan), run every
 # suite in each (unit, conformance and fault per backend, CLI, each
 # backend's own tests; servers are started on 127.0.0.1 by the tests
-# themselves and stopped afterwards), then fuzz the URI parser for a bounded
-# time with libFuzzer.
+# themselves and stopped afterwards), check that `meson install` gives a
+# library programs can build against with pkg-config, then fuzz the URI
+# parser for a bounded time with libFuzzer.
 #
 #   scripts/test.sh                 everything
 #   DLOCK_VARIANTS="plain" scripts/test.sh    a subset of variants
@@ -52,6 +53,14 @@ for v in $variants; do
     echo "test.sh: $v: $ok ok, $fail failed, $skip skipped"
     total_ok=$((total_ok + ok)) total_fail=$((total_fail + fail))
     total_skip=$((total_skip + skip))
+    if [ "$v" = plain ]; then
+        say "plain: meson install, then build programs against it with pkg-config"
+        if bash tests/install/check.sh "$dir"; then
+            total_ok=$((total_ok + 1))
+        else
+            total_fail=$((total_fail + 1)) status=1
+        fi
+    fi
 done
 
 if [ "$fuzz_seconds" != 0 ]; then

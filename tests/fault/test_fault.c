@@ -286,7 +286,47 @@ static void fault__watchdog_batches_renewals(void **state)
     }
 }
 
-/* A lost lock does not stop the others of the client being renewed. */
+static char logged[4096];
+static atomic_int log_lines;
+
+static void log_hook(int level, const char *msg, void *payload)
+{
+    (void)payload;
+    if (level <= DLOCK_LOG_WARN) {
+        snprintf(logged, sizeof logged, "%s", msg);
+        atomic_fetch_add(&log_lines, 1);
+    }
+}
+
+/* The client's log hook hears of a lost lock, at warning level. */
+static void fault__log_hook_reports_lost_lock(void **state)
+{
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    dlock_client *c = NULL;
+    dlock_lock *lk = NULL;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+
+    (void)state;
+    co.log = log_hook;
+    co.log_level = DLOCK_LOG_DEBUG;
+    assert_int_equal(dlock_client_open(&c, fault_uri, &co), DLOCK_OK);
+    o.lease_ms = 3000;
+    o.on_lost = on_lost;
+    assert_int_equal(dlock_lock_new(&lk, c, h_name("log"), &o), DLOCK_OK);
+    atomic_store(&lost_calls, 0);
+    atomic_store(&log_lines, 0);
+    atomic_store(&shim.renew_code, DLOCK_ELOST);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_true(eventually(lost_seen, 5000));
+    assert_true(atomic_load(&log_lines) >= 1);
+    assert_non_null(strstr(logged, "renew"));
+    atomic_store(&shim.renew_code, 0);
+    assert_int_equal(dlock_release(lk), DLOCK_ELOST);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
+/* A failed manual renewal within the lease is "in doubt", not lost. */
 static void fault__manual_renew_reports_failure(void **state)
 {
     dlock_lock *lk = lost_lock(h_name("manual"), 5000);
@@ -328,6 +368,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(fault__watchdog_batches_renewals,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(fault__manual_renew_reports_failure,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(fault__log_hook_reports_lost_lock,
                                         setup, teardown),
     };
     const char *inner = h_setup(argc, argv);

@@ -307,6 +307,76 @@ static void registry__checks_tables(void **state)
     dlock_client_close(c);
 }
 
+/* ---- the vtable's layout is frozen per version ----------------------------- */
+
+/* A copy of struct dlock_backend as released in version 1. If a slot is
+ * inserted mid-struct, or one is retyped, the offsets differ and this test
+ * fails: new slots go at the end with a new DLOCK_BACKEND_VERSION. */
+struct backend_v1_frozen {
+    unsigned int version;
+    const char *scheme;
+    const char *const *aliases;
+    const char *const *params;
+    uint32_t caps;
+    const char *summary;
+    int (*global_init)(void);
+    void (*global_cleanup)(void);
+    int (*thread_init)(void);
+    void (*thread_end)(void);
+    int (*ctx_open)(void **, const struct dlock_uri *, char *, size_t);
+    void (*ctx_close)(void *);
+    int (*open)(struct dlock_session **, const struct dlock_uri *, void *,
+                char *, size_t);
+    void (*close)(struct dlock_session *);
+    int (*acquire)(struct dlock_session *, const struct dlock_request *,
+                   int64_t, struct dlock_grant *, uint32_t *);
+    int (*wait)(struct dlock_session *, const struct dlock_request *,
+                uint32_t);
+    int (*renew)(struct dlock_session *, struct dlock_renewal *, size_t);
+    int (*release)(struct dlock_session *, const struct dlock_request *,
+                   struct dlock_grant *);
+    int (*inspect)(struct dlock_session *, const char *, size_t,
+                   dlock_state *);
+    int (*floor)(const struct dlock_uri *, const char *, uint32_t,
+                 uint64_t *, char *, size_t);
+};
+
+#define SAME_SLOT(f)                                               \
+    assert_int_equal(offsetof(struct dlock_backend, f),            \
+                     offsetof(struct backend_v1_frozen, f));       \
+    assert_int_equal(sizeof(((struct dlock_backend *)0)->f),       \
+                     sizeof(((struct backend_v1_frozen *)0)->f))
+
+static void backend__vtable_v1_layout_frozen(void **state)
+{
+    (void)state;
+    assert_int_equal(DLOCK_BACKEND_VERSION, 1);
+    SAME_SLOT(version);
+    SAME_SLOT(scheme);
+    SAME_SLOT(aliases);
+    SAME_SLOT(params);
+    SAME_SLOT(caps);
+    SAME_SLOT(summary);
+    SAME_SLOT(global_init);
+    SAME_SLOT(global_cleanup);
+    SAME_SLOT(thread_init);
+    SAME_SLOT(thread_end);
+    SAME_SLOT(ctx_open);
+    SAME_SLOT(ctx_close);
+    SAME_SLOT(open);
+    SAME_SLOT(close);
+    SAME_SLOT(acquire);
+    SAME_SLOT(wait);
+    SAME_SLOT(renew);
+    SAME_SLOT(release);
+    SAME_SLOT(inspect);
+    SAME_SLOT(floor);
+    assert_int_equal(sizeof(struct dlock_backend),
+                     sizeof(struct backend_v1_frozen));
+    /* The session header every backend embeds first. */
+    assert_int_equal(offsetof(struct dlock_session, backend), 0);
+}
+
 /* ---- client open ---------------------------------------------------------------------- */
 
 static void client__open_errors_are_clear(void **state)
@@ -416,6 +486,7 @@ int main(void)
         cmocka_unit_test(util__utf8_validation),
         cmocka_unit_test(util__uuid_is_v4),
         cmocka_unit_test(registry__checks_tables),
+        cmocka_unit_test(backend__vtable_v1_layout_frozen),
         cmocka_unit_test(client__open_errors_are_clear),
         cmocka_unit_test(client__default_uri_from_env),
         cmocka_unit_test(client__duration_parse),
