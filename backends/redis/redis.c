@@ -1221,7 +1221,7 @@ static int redis_renew(struct dlock_session *s, struct dlock_renewal *items,
             items[i].result = dlock_session_error(
                 s, DLOCK_ELOST,
                 "the lock is gone or held by another owner (its lease ran "
-                "out before this renewal)");
+                "out, or the server lost it)");
         } else {
             items[i].result = rs_reply_error(rs, r);
         }
@@ -1448,7 +1448,7 @@ static int rl_open(struct redis_session *rs, char *err, size_t errlen)
             if (rs->nodes[i].rc == NULL)
                 why = rs->nodes[i].err;
         dlock_errorf(err, errlen, DLOCK_ECONNECT,
-                     "redlock: %zu of %zu nodes reachable, a majority is "
+                     "%zu of %zu Redlock nodes reachable, a majority is "
                      "%zu (%s)",
                      up, rs->nnodes, rs->quorum, why);
         rl_close_nodes(rs);
@@ -1671,7 +1671,7 @@ static int rl_acquire(struct redis_session *rs,
     if (yes + no < rs->quorum)
         return dlock_session_error(
             &rs->base, DLOCK_ECONNECT,
-            "redlock: %zu of %zu nodes answered within %u ms, a majority is "
+            "%zu of %zu nodes answered within %u ms, a majority is "
             "%zu (%s)",
             yes + no, rs->nnodes, rs->conf.node_timeout_ms, rs->quorum,
             rl_why(rs));
@@ -1753,13 +1753,13 @@ static int rl_renew(struct redis_session *rs, struct dlock_renewal *items,
             /* A majority says "not yours": it cannot come back. */
             items[i].result = dlock_session_error(
                 &rs->base, DLOCK_ELOST,
-                "redlock: %zu of %zu nodes say the lock is gone or another "
+                "%zu of %zu nodes say the lock is gone or another "
                 "owner's",
                 no, rs->nnodes);
         } else {
             items[i].result = dlock_session_error(
                 &rs->base, DLOCK_ECONNECT,
-                "redlock: renewed on %zu of %zu nodes, a majority is %zu (%s)",
+                "renewed on %zu of %zu nodes, a majority is %zu (%s)",
                 yes, rs->nnodes, rs->quorum, rl_why(rs));
         }
     }
@@ -1797,11 +1797,11 @@ static int rl_release(struct redis_session *rs,
         return DLOCK_OK;
     if (answered == 0)
         return dlock_session_error(&rs->base, DLOCK_ECONNECT,
-                                   "redlock: no node answered (%s); the "
+                                   "no node answered (%s); the "
                                    "lock ends with its lease",
                                    rl_why(rs));
     return dlock_session_error(&rs->base, DLOCK_ENOTOWNER,
-                               "redlock: on no node: the lock is free or "
+                               "on no node: the lock is free or "
                                "another owner's (our lease ran out)");
 }
 
@@ -1839,7 +1839,7 @@ static int rl_inspect(struct redis_session *rs, const char *name, size_t len,
     rl_free_replies(rs);
     if (answered < rs->quorum)
         return dlock_session_error(&rs->base, DLOCK_ECONNECT,
-                                   "redlock: %zu of %zu nodes answered (%s)",
+                                   "%zu of %zu nodes answered (%s)",
                                    answered, rs->nnodes, rl_why(rs));
     out->held = held >= rs->quorum ? 1 : held == 0 ? 0 : -1;
     if (out->held != 1)
