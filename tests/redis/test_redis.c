@@ -238,7 +238,7 @@ static long long java_unlock(redisContext *rc, const char *name)
     rname(chan, sizeof chan, "redisson_lock__channel", name);
     rname(latch, sizeof latch, "redisson_unlock_latch", name);
     strcat(latch, ":req-1");
-    rcmd(rc, "DEL %s", latch);
+    freeReplyObject(rcmd(rc, "DEL %s", latch));
     r = rcmd(rc, "EVAL %s 3 %s %s %s 0 30000 %s publish 1000",
              redisson_unlock, name, chan, latch, JAVA_FIELD);
     v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
