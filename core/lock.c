@@ -127,6 +127,7 @@ int dlock_lock_new(dlock_lock **out, dlock_client *c, const char *name,
 
     pthread_mutex_lock(&c->mu);
     c->nhandles++;
+    size_t nhandles = c->nhandles; /* c->mu guards it, not wd.mu */
     lk->next = c->handles;
     if (c->handles != NULL)
         c->handles->prev = lk;
@@ -135,7 +136,7 @@ int dlock_lock_new(dlock_lock **out, dlock_client *c, const char *name,
     /* Room in the watchdog's heap for this handle, so acquire never
      * allocates. */
     pthread_mutex_lock(&c->wd.mu);
-    int rc = dlock__heap_reserve(&c->wd.heap, c->nhandles);
+    int rc = dlock__heap_reserve(&c->wd.heap, nhandles);
     pthread_mutex_unlock(&c->wd.mu);
     atomic_fetch_add(&c->refs, 1);
     *out = lk;
