@@ -7,7 +7,10 @@
  * acquire returning: a release round trip, the PUBLISH, the waiter's wake-up
  * and its acquire round trip, not a backoff sleep.
  *
- * It prints the median and the 90th percentile, for modes setnx and hash.
+ * It prints the median and the 90th percentile, for modes setnx and hash,
+ * and the uncontended acquire+release cycle through dlock next to the raw
+ * floor (the same two scripts sent with bare hiredis, dlock_bench_floor),
+ * interleaved in batches so both see the same machine state.
  * It asserts mutual exclusion (no holding starts before the previous one
  * ended) and that every cycle completed, never a speed.
  */
@@ -131,6 +134,50 @@ static int run(const char *mode)
     return 0;
 }
 
+#define BATCH 200
+#define BATCHES 10
+
+/* Uncontended cycles: dlock against the floor, batch by batch. */
+static int cycles(const char *mode)
+{
+    static uint64_t fl[BATCH * BATCHES], dl[BATCH * BATCHES];
+    const char *u = h_uri_with(mode);
+    char name[64], err[256];
+    dlock_client *c = h_client(u);
+    dlock_lock *lk;
+
+    if (c == NULL)
+        return 1;
+    snprintf(name, sizeof name, "cycle-%s-%d", mode, (int)getpid());
+    lk = h_lock(c, name, 30000, DLOCK_LOCK_NO_WATCHDOG);
+    for (int b = 0; b < BATCHES; b++) {
+        if (dlock_bench_floor(u, name, BATCH, fl + b * BATCH, err,
+                              sizeof err) != DLOCK_OK) {
+            fprintf(stderr, "floor: %s\n", err);
+            return 1;
+        }
+        for (int i = 0; i < BATCH; i++) {
+            uint64_t t0 = now_ns();
+            if (dlock_acquire(lk, 0) != DLOCK_OK ||
+                dlock_release(lk) != DLOCK_OK) {
+                fprintf(stderr, "cycle: %s\n", dlock_lock_errmsg(lk));
+                return 1;
+            }
+            dl[b * BATCH + i] = now_ns() - t0;
+        }
+    }
+    qsort(fl, BATCH * BATCHES, sizeof fl[0], by_u64);
+    qsort(dl, BATCH * BATCHES, sizeof dl[0], by_u64);
+    printf("cycle %s: %d acquire+release each: floor median %.1f us, "
+           "dlock median %.1f us (ratio %.2f)\n",
+           mode, BATCH * BATCHES, fl[BATCH * BATCHES / 2] / 1e3,
+           dl[BATCH * BATCHES / 2] / 1e3,
+           (double)dl[BATCH * BATCHES / 2] / (double)fl[BATCH * BATCHES / 2]);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct h_role roles[] = {{"cycle", cycle_child},
@@ -139,9 +186,10 @@ int main(int argc, char **argv)
 
     h_child_dispatch(argc, argv, roles);
     h_setup(argc, argv);
-    rc = run("mode=setnx") || run("mode=hash");
+    rc = run("mode=setnx") || run("mode=hash") || cycles("mode=setnx") ||
+         cycles("mode=hash");
     h_cleanup();
     if (rc == 0)
-        printf("2 passed, 0 failed\n");
+        printf("4 passed, 0 failed\n");
     return rc;
 }
