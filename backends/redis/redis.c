@@ -738,6 +738,16 @@ static int ctx_sync_subs(struct redis_ctx *x, redisContext *rc)
     int64_t now = dlock_now_ms();
     int done = 0, any = 0;
 
+    /* Channels nobody waits on any more that never got subscribed. */
+    for (struct chan **pp = &x->chans; *pp != NULL;) {
+        struct chan *c = *pp;
+        if (c->refs == 0 && c->state == CH_NONE) {
+            *pp = c->next;
+            chan_free(c);
+        } else {
+            pp = &c->next;
+        }
+    }
     for (struct chan *c = x->chans; c != NULL; c = c->next) {
         if (c->refs > 0 && c->state == CH_NONE) {
             redisAppendCommand(rc, "SUBSCRIBE %b", c->name, c->len);
