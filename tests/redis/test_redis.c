@@ -38,6 +38,8 @@
 #include <hiredis/hiredis.h>
 
 #include "../conformance/harness.h"
+#include "dlock/backend.h"
+#include "internal.h" /* dlock__uri_parse: the vtable-level test */
 
 #define SLACK_MS 1500
 
@@ -757,6 +759,71 @@ static void faults__hostile_names_share_one_tag(void **state)
     redisFree(rc);
 }
 
+/*
+ * [B-WAIT-1] at the vtable: wait() must return at once for a release that
+ * came after the EBUSY attempt, even when nobody was subscribed yet (the
+ * re-check after subscribing) and when the channel was already subscribed
+ * before the attempt (the message counts). Without either, the waiter
+ * would sleep the whole 5 s given here.
+ */
+static void faults__wait_sees_release_after_attempt(void **state)
+{
+    const struct dlock_backend *b = dlock_backend_find("redis");
+    struct dlock_uri *u = NULL;
+    struct dlock_session *s1 = NULL, *s2 = NULL;
+    struct dlock_request ra = {0}, rb = {0};
+    struct dlock_grant ga = {0}, gb = {0};
+    char err[256], name[64];
+    void *ctx = NULL;
+    uint32_t hint = 0;
+    int64_t t0;
+
+    (void)state;
+    assert_non_null(b);
+    assert_int_equal(dlock__uri_parse(&u, uri, strlen(uri), err, sizeof err),
+                     DLOCK_OK);
+    assert_int_equal(b->ctx_open(&ctx, u, err, sizeof err), DLOCK_OK);
+    assert_int_equal(b->open(&s1, u, ctx, err, sizeof err), DLOCK_OK);
+    assert_int_equal(b->open(&s2, u, ctx, err, sizeof err), DLOCK_OK);
+    snprintf(name, sizeof name, "gap-%d", (int)getpid());
+    ra.name = rb.name = name;
+    ra.name_len = rb.name_len = strlen(name);
+    ra.owner = "owner-a:1", ra.owner_len = 9;
+    rb.owner = "owner-b:1", rb.owner_len = 9;
+    ra.lease_ms = rb.lease_ms = 30000;
+
+    for (int subscribed_before = 0; subscribed_before < 2;
+         subscribed_before++) {
+        assert_int_equal(b->acquire(s1, &ra, 0, &ga, &hint), DLOCK_OK);
+        if (subscribed_before) {
+            /* A short wait leaves the channel subscribed (it lingers). */
+            assert_int_equal(b->acquire(s2, &rb, 0, &gb, &hint), DLOCK_EBUSY);
+            assert_int_equal(b->wait(s2, &rb, 200), DLOCK_OK);
+        }
+        assert_int_equal(b->acquire(s2, &rb, 0, &gb, &hint), DLOCK_EBUSY);
+        assert_true(hint > 0 && hint <= 30000); /* the remaining TTL */
+        /* The release lands between the attempt and the wait. */
+        assert_int_equal(b->release(s1, &ra, &ga), DLOCK_OK);
+        h_sleep_ms(50);
+        t0 = h_now_ms();
+        assert_int_equal(b->wait(s2, &rb, 5000), DLOCK_OK);
+        assert_true(h_now_ms() - t0 < 2500);
+        assert_int_equal(b->acquire(s2, &rb, 0, &gb, &hint), DLOCK_OK);
+        assert_int_equal(b->release(s2, &rb, &gb), DLOCK_OK);
+    }
+    /* And a wait with no release runs its time out. */
+    assert_int_equal(b->acquire(s1, &ra, 0, &ga, &hint), DLOCK_OK);
+    assert_int_equal(b->acquire(s2, &rb, 0, &gb, &hint), DLOCK_EBUSY);
+    t0 = h_now_ms();
+    assert_int_equal(b->wait(s2, &rb, 300), DLOCK_OK);
+    assert_true(h_now_ms() - t0 >= 250);
+    assert_int_equal(b->release(s1, &ra, &ga), DLOCK_OK);
+    b->close(s1);
+    b->close(s2);
+    b->ctx_close(ctx);
+    dlock__uri_free(u);
+}
+
 /* Every parameter is checked, and the message names it. */
 static void faults__bad_uris_name_the_parameter(void **state)
 {
@@ -993,6 +1060,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest faults[] = {
         cmocka_unit_test(faults__bad_uris_name_the_parameter),
         cmocka_unit_test(faults__hostile_names_share_one_tag),
+        cmocka_unit_test(faults__wait_sees_release_after_attempt),
         cmocka_unit_test(faults__sigstopped_holder_lost_and_fenced),
         cmocka_unit_test(faults__sigkilled_holder_frees_after_lease),
         cmocka_unit_test(faults__password_never_in_messages),
