@@ -193,6 +193,8 @@ static int conf_parse(struct redis_conf *cf, const struct dlock_uri *u,
     if ((rc = dlock_uri_duration(u, "node_timeout", 50, &v, err, errlen)) !=
         DLOCK_OK)
         return rc;
+    if (dlock_uri_param(u, "node_timeout") == NULL && v > cf->timeout_ms)
+        v = cf->timeout_ms; /* a short timeout= bounds the default too */
     if (v == 0 || v > cf->timeout_ms)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "node_timeout: expected 1 ms up to timeout= "
