@@ -136,7 +136,11 @@ fi
 # ---- info ----------------------------------------------------------------------
 "$DLOCK" info "$uri" >"$work/info"
 expect_status "info connects" 0 $?
-grep -q "backend:  $scheme" "$work/info" && ok "info names the backend" ||
+# An alias scheme (redlock://, postgresql://...) is served by its backend.
+base_scheme=$scheme
+case $scheme in postgresql) base_scheme=postgres ;; zookeeper) base_scheme=zk ;;
+mariadb) base_scheme=mysql ;; redlock) base_scheme=redis ;; esac
+grep -q "backend:  $base_scheme" "$work/info" && ok "info names the backend" ||
     not_ok "info backend: $(cat "$work/info")"
 grep -q fencing "$work/info" && ok "info lists capabilities" || not_ok "info caps"
 
@@ -162,9 +166,6 @@ lose_lock() { # name dlock-pid
     esac
 }
 here=$(cd "$(dirname "$0")" && pwd)
-base_scheme=$scheme
-case $scheme in postgresql) base_scheme=postgres ;; zookeeper) base_scheme=zk ;;
-mariadb) base_scheme=mysql ;; redlock) base_scheme=redis ;; esac
 if [ -f "$here/../$base_scheme/cli_lose_lock.sh" ]; then
     # shellcheck disable=SC1090
     . "$here/../$base_scheme/cli_lose_lock.sh"

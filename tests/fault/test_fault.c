@@ -238,10 +238,12 @@ static bool renew_running(void)
 }
 
 /* Release waits for a renewal in flight and cancels the next: no renewal
- * follows a release, so none can resurrect the lock. */
+ * follows a release, so none can resurrect the lock. The lease outlasts
+ * the stalled renewal (due at 400 ms, ending at 800 ms), so on a lease
+ * backend the lock is still there to renew and release. */
 static void fault__release_cancels_renewal(void **state)
 {
-    dlock_lock *lk = h_lock(cl, h_name("cancel"), 300, 0);
+    dlock_lock *lk = h_lock(cl, h_name("cancel"), 1200, 0);
     int renews;
 
     (void)state;

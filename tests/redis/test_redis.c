@@ -1,0 +1,1100 @@
+/*
+ * test_redis.c: the Redis backend's own tests, against real redis-server
+ * processes started by tests/servers/with-servers.sh. One binary, three
+ * groups (meson runs each as its own test):
+ *
+ *   --group interop   Redisson's own RLock/RFencedLock scripts, sent with
+ *                     EVAL from here, and dlock's hash mode exclude each
+ *                     other in both directions and wake each other's
+ *                     waiters; the fencing token is shared.
+ *   --group faults    a SIGSTOPped holder is told it lost the lock and its
+ *                     token is below the next holder's; a SIGKILLed holder
+ *                     frees the lock after its lease, not before; waiters
+ *                     survive a server restart; a paused or stopped server
+ *                     gives DLOCK_ECONNECT within timeout=; passwords never
+ *                     reach messages or logs; hostile names; bad URIs.
+ *   --group redlock   five masters: a lock with two stopped, a clear
+ *                     failure with three stopped, a paused node, and no
+ *                     two holders while nodes stop and restart mid-run.
+ *
+ * Timing bounds are generous on purpose: they check that things happen,
+ * and in which order, never how fast.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "../conformance/harness.h"
+#include "dlock/backend.h"
+#include "internal.h" /* dlock__uri_parse: the vtable-level test */
+
+#define SLACK_MS 1500
+
+static const char *uri;
+static char group[32];
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static void ctl(const char *fmt, ...)
+{
+    char args[128], cmd[512];
+    va_list ap;
+    const char *c = getenv("DLOCK_TEST_SERVERCTL");
+
+    assert_non_null(c);
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "'%s' %s", c, args);
+    if (system(cmd) != 0)
+        fail_msg("%s failed", cmd);
+}
+
+/* A raw hiredis connection to the single test server. */
+static redisContext *raw(void)
+{
+    const char *u = getenv("DLOCK_TEST_REDIS_URI");
+    const char *colon;
+    redisContext *rc;
+    struct timeval tv = {5, 0};
+
+    assert_non_null(u);
+    colon = strrchr(u, ':');
+    assert_non_null(colon);
+    rc = redisConnectWithTimeout("127.0.0.1", atoi(colon + 1), tv);
+    assert_non_null(rc);
+    if (rc->err)
+        fail_msg("raw connect: %s", rc->errstr);
+    redisSetTimeout(rc, tv);
+    return rc;
+}
+
+static redisReply *rcmd(redisContext *rc, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    if (r == NULL)
+        fail_msg("raw command: %s", rc->errstr);
+    return r;
+}
+
+static long long rint_(redisContext *rc, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+    long long v;
+
+    va_start(ap, fmt);
+    r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    if (r == NULL)
+        fail_msg("raw command: %s", rc->errstr);
+    if (r->type != REDIS_REPLY_INTEGER)
+        fail_msg("expected an integer, got type %d (%s)", r->type,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "");
+    v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static dlock_lock *new_lock(dlock_client *c, const char *name,
+                            uint32_t lease, dlock_lost_fn lost, void *p)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+
+    o.lease_ms = lease;
+    o.on_lost = lost;
+    o.payload = p;
+    assert_int_equal(dlock_lock_new(&lk, c, name, &o), DLOCK_OK);
+    return lk;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+static bool read_file(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    size_t n;
+    if (f == NULL)
+        return false;
+    n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return n > 0;
+}
+
+static bool wait_file(const char *path, uint32_t ms)
+{
+    int64_t end = h_now_ms() + ms;
+    struct stat st;
+    while (h_now_ms() < end) {
+        if (stat(path, &st) == 0 && st.st_size > 0)
+            return true;
+        h_sleep_ms(20);
+    }
+    return false;
+}
+
+/* ---- Redisson interop (mode=hash) ------------------------------------------- */
+
+/*
+ * Redisson's protocol, copied from its RedissonLock / RedissonFencedLock as
+ * a Java client sends it (EVAL with these KEYS and ARGV). Field: the
+ * client's uuid ":" thread id.
+ */
+static const char redisson_lock[] =
+    "if ((redis.call('exists', KEYS[1]) == 0) "
+    "or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "return nil; "
+    "end; "
+    "return redis.call('pttl', KEYS[1]);";
+/* KEYS: name, channel, unlock latch. ARGV: 0, lease, field, publish cmd,
+ * latch timeout. */
+static const char redisson_unlock[] =
+    "local val = redis.call('get', KEYS[3]); "
+    "if val ~= false then "
+    "return tonumber(val);"
+    "end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then "
+    "return nil;"
+    "end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then "
+    "redis.call('pexpire', KEYS[1], ARGV[2]); "
+    "redis.call('set', KEYS[3], 0, 'px', ARGV[5]); "
+    "return 0; "
+    "else "
+    "redis.call('del', KEYS[1]); "
+    "redis.call(ARGV[4], KEYS[2], ARGV[1]); "
+    "redis.call('set', KEYS[3], 1, 'px', ARGV[5]); "
+    "return 1; "
+    "end; ";
+/* RFencedLock: KEYS name, token. -> {-1, token} taken, {pttl, -1} busy. */
+static const char redisson_fenced_lock[] =
+    "if (redis.call('exists', KEYS[1]) == 0 "
+    "or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+    "local token = redis.call('incr', KEYS[2]);"
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "return {-1, token}; "
+    "end; "
+    "return {redis.call('pttl', KEYS[1]), -1};";
+
+#define JAVA_FIELD "6a0e3c2f-1d4b-4f8e-9a55-0d6a3b1e7c11:57"
+
+/* Redisson's prefixName(): "prefix:{name}", or "prefix:name" when the
+ * name has a '{'. */
+static void rname(char *out, size_t cap, const char *prefix, const char *n)
+{
+    if (strchr(n, '{') != NULL)
+        snprintf(out, cap, "%s:%s", prefix, n);
+    else
+        snprintf(out, cap, "%s:{%s}", prefix, n);
+}
+
+/* Returns 1 when Redisson got the lock, 0 when busy. */
+static int java_lock(redisContext *rc, const char *name)
+{
+    redisReply *r = rcmd(rc, "EVAL %s 1 %s 30000 %s", redisson_lock, name,
+                         JAVA_FIELD);
+    int got = r->type == REDIS_REPLY_NIL;
+    if (!got && r->type != REDIS_REPLY_INTEGER)
+        fail_msg("redisson lock: reply type %d", r->type);
+    freeReplyObject(r);
+    return got;
+}
+
+static long long java_unlock(redisContext *rc, const char *name)
+{
+    char chan[512], latch[512];
+    redisReply *r;
+    long long v;
+
+    rname(chan, sizeof chan, "redisson_lock__channel", name);
+    rname(latch, sizeof latch, "redisson_unlock_latch", name);
+    strcat(latch, ":req-1");
+    freeReplyObject(rcmd(rc, "DEL %s", latch));
+    r = rcmd(rc, "EVAL %s 3 %s %s %s 0 30000 %s publish 1000",
+             redisson_unlock, name, chan, latch, JAVA_FIELD);
+    v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+struct waiter {
+    dlock_lock *lk;
+    uint32_t timeout;
+    atomic_int rc;
+    atomic_llong done_ms;
+};
+
+static void *waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    int rc = dlock_acquire(w->lk, w->timeout);
+    atomic_store(&w->done_ms, h_now_ms());
+    atomic_store(&w->rc, rc);
+    return NULL;
+}
+
+/* Redisson holds; dlock cannot take it; Redisson's unlock message wakes the
+ * dlock waiter, which then holds it in Redisson's layout. */
+static void interop__redisson_holds_dlock_waits(void **state)
+{
+    static const char *const names[] = {"orders-42", "na{me}", "sp ace"};
+    redisContext *rc = raw();
+    /* retry_max=20s: a waiter that missed the message would sleep for the
+     * lease's 30 s TTL or 20 s, far past the bound checked below. */
+    dlock_client *c = h_client(h_uri_with("retry_max=20s"));
+
+    (void)state;
+    for (size_t i = 0; i < 3; i++) {
+        char name[128], field[128];
+        struct waiter w = {0};
+        pthread_t t;
+        redisReply *r;
+        long long released_ms;
+
+        snprintf(name, sizeof name, "%s-%d", names[i], (int)getpid());
+        assert_int_equal(java_lock(rc, name), 1);
+        w.lk = new_lock(c, name, 0, NULL, NULL);
+        assert_int_equal(dlock_try_acquire(w.lk), DLOCK_EBUSY);
+        w.timeout = 60000;
+        atomic_store(&w.rc, 1);
+        pthread_create(&t, NULL, waiter_main, &w);
+        h_sleep_ms(300); /* the waiter is subscribed and asleep */
+        assert_int_equal(atomic_load(&w.rc), 1);
+        released_ms = h_now_ms();
+        assert_int_equal(java_unlock(rc, name), 1);
+        pthread_join(t, NULL);
+        assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
+        /* Woken by the message: a generous bound that a missed wake-up
+         * (20 s or more) cannot meet. */
+        assert_true(atomic_load(&w.done_ms) - released_ms < 5000);
+        /* dlock holds it in Redisson's layout. */
+        snprintf(field, sizeof field, "%s", dlock_lock_owner(w.lk));
+        r = rcmd(rc, "HGET %s %s", name, field);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        assert_string_equal(r->str, "1");
+        freeReplyObject(r);
+        assert_int_equal(rint_(rc, "HLEN %s", name), 1);
+        assert_true(rint_(rc, "PTTL %s", name) > 0);
+        /* ...and Redisson is refused while dlock holds. */
+        assert_int_equal(java_lock(rc, name), 0);
+        assert_int_equal(dlock_release(w.lk), DLOCK_OK);
+        assert_int_equal(rint_(rc, "EXISTS %s", name), 0);
+        dlock_lock_free(w.lk);
+    }
+    dlock_client_close(c);
+    redisFree(rc);
+}
+
+/* dlock holds; Redisson is refused; dlock's release publishes Redisson's
+ * unlock message (0) on Redisson's channel, then Redisson takes it. */
+static void interop__dlock_holds_redisson_waits(void **state)
+{
+    redisContext *rc = raw(), *sub = raw();
+    dlock_client *c = h_client(uri);
+    char name[64], chan[128];
+    dlock_lock *lk;
+    redisReply *r;
+
+    (void)state;
+    snprintf(name, sizeof name, "inventory-%d", (int)getpid());
+    rname(chan, sizeof chan, "redisson_lock__channel", name);
+    lk = new_lock(c, name, 0, NULL, NULL);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_int_equal(java_lock(rc, name), 0);
+    /* A Redisson waiter listens on its channel. */
+    r = rcmd(sub, "SUBSCRIBE %s", chan);
+    freeReplyObject(r);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    assert_int_equal(redisGetReply(sub, (void **)&r), REDIS_OK);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_string_equal(r->element[0]->str, "message");
+    assert_string_equal(r->element[1]->str, chan);
+    assert_string_equal(r->element[2]->str, "0"); /* UNLOCK_MESSAGE */
+    freeReplyObject(r);
+    assert_int_equal(java_lock(rc, name), 1);
+    /* Now Redisson holds: dlock waits, and gets it after the unlock. */
+    assert_int_equal(dlock_try_acquire(lk), DLOCK_EBUSY);
+    assert_int_equal(java_unlock(rc, name), 1);
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    redisFree(sub);
+    redisFree(rc);
+}
+
+/* The fencing token is RFencedLock's: tokens grow across both clients. A
+ * plain RLock does not bump it (see the docs). */
+static void interop__fencing_shared_with_rfencedlock(void **state)
+{
+    redisContext *rc = raw();
+    dlock_client *c = h_client(uri);
+    char name[64], token[128];
+    long long java_token;
+    uint64_t f1, f2;
+    dlock_lock *lk;
+    redisReply *r;
+
+    (void)state;
+    snprintf(name, sizeof name, "fenced-%d", (int)getpid());
+    rname(token, sizeof token, "redisson_lock_token", name);
+    lk = new_lock(c, name, 0, NULL, NULL);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    f1 = dlock_fence(lk);
+    assert_true(f1 > 0);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    r = rcmd(rc, "EVAL %s 2 %s %s 30000 %s", redisson_fenced_lock, name,
+             token, JAVA_FIELD);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->element[0]->integer, -1);
+    java_token = r->element[1]->integer;
+    freeReplyObject(r);
+    assert_true((uint64_t)java_token > f1);
+    assert_int_equal(java_unlock(rc, name), 1);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    f2 = dlock_fence(lk);
+    assert_true(f2 > (uint64_t)java_token);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    redisFree(rc);
+}
+
+/* ---- faults (mode=setnx unless said) --------------------------------------- */
+
+/* Child "stopped NAME LEASE DIR": hold NAME, write the fence to DIR/fence,
+ * then wait; on_lost writes DIR/lost. Exit 0 once lost and not held. */
+static atomic_int child_lost;
+static char child_dir[256];
+
+static void child_on_lost(dlock_lock *lk, int code, const char *why, void *p)
+{
+    char path[300], text[600];
+    (void)lk;
+    (void)p;
+    snprintf(path, sizeof path, "%s/lost", child_dir);
+    snprintf(text, sizeof text, "%d %s\n", code, why);
+    write_file(path, text);
+    atomic_store(&child_lost, 1);
+}
+
+static int stopped_child(char **args)
+{
+    dlock_client *c = h_client(getenv("DLOCK_URI"));
+    dlock_lock *lk;
+    char path[300], text[32];
+
+    snprintf(child_dir, sizeof child_dir, "%s", args[2]);
+    if (c == NULL)
+        return 3;
+    lk = new_lock(c, args[0], (uint32_t)atoi(args[1]), child_on_lost, NULL);
+    if (dlock_acquire(lk, 10000) != DLOCK_OK)
+        return 4;
+    snprintf(text, sizeof text, "%llu", (unsigned long long)dlock_fence(lk));
+    snprintf(path, sizeof path, "%s/fence", child_dir);
+    write_file(path, text);
+    for (int i = 0; i < 3000 && !atomic_load(&child_lost); i++)
+        h_sleep_ms(10);
+    if (!atomic_load(&child_lost) || dlock_held(lk))
+        return 5;
+    dlock_release(lk); /* ELOST; must not remove the new holder's key */
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    return 0;
+}
+
+static void faults__sigstopped_holder_lost_and_fenced(void **state)
+{
+    const char *name = h_name("stopped");
+    dlock_client *c = h_client(uri);
+    dlock_lock *b = new_lock(c, name, 0, NULL, NULL);
+    char dir[300], path[320], text[600];
+    unsigned long long f1;
+    pid_t pid;
+
+    (void)state;
+    snprintf(dir, sizeof dir, "%s/stopped", h_scratch());
+    mkdir(dir, 0700);
+    pid = h_spawn("stopped", name, "1000", dir);
+    snprintf(path, sizeof path, "%s/fence", dir);
+    assert_true(wait_file(path, 30000));
+    assert_true(read_file(path, text, sizeof text));
+    f1 = strtoull(text, NULL, 10);
+    assert_true(f1 > 0);
+    kill(pid, SIGSTOP); /* a GC pause, a VM migration... past the lease */
+    assert_int_equal(dlock_acquire(b, 10000), DLOCK_OK);
+    /* The storage would reject the paused holder's token. */
+    assert_true(dlock_fence(b) > f1);
+    kill(pid, SIGCONT);
+    snprintf(path, sizeof path, "%s/lost", dir);
+    assert_true(wait_file(path, 15000));
+    assert_true(read_file(path, text, sizeof text));
+    assert_int_equal(atoi(text), DLOCK_ELOST);
+    assert_int_equal(h_wait(pid), 0);
+    /* Its release took nothing from the new holder. */
+    assert_true(dlock_held(b));
+    assert_int_equal(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(b);
+    dlock_client_close(c);
+}
+
+static int hold_child(char **args)
+{
+    dlock_client *c = h_client(getenv("DLOCK_URI"));
+    dlock_lock *lk = c ? new_lock(c, args[0], (uint32_t)atoi(args[1]), NULL,
+                                  NULL)
+                       : NULL;
+    char b = 1;
+    if (lk == NULL || dlock_acquire(lk, 10000) != DLOCK_OK)
+        return 3;
+    if (write(atoi(args[2]), &b, 1) != 1)
+        return 4;
+    for (;;)
+        pause();
+}
+
+/* A SIGKILLed holder leaves its key to the lease: busy at once, free once
+ * the lease ran out. */
+static void faults__sigkilled_holder_frees_after_lease(void **state)
+{
+    const char *name = h_name("killed");
+    dlock_client *c = h_client(uri);
+    dlock_lock *b = new_lock(c, name, 0, NULL, NULL);
+    struct h_gate g;
+    char fd[16];
+    int64_t killed;
+    pid_t pid;
+
+    (void)state;
+    h_gate_init(&g);
+    snprintf(fd, sizeof fd, "%d", g.fd[1]);
+    pid = h_spawn("hold", name, "2000", fd);
+    assert_true(h_gate_wait(&g, 30000));
+    kill(pid, SIGKILL);
+    killed = h_now_ms();
+    assert_int_equal(h_wait(pid), 128 + SIGKILL);
+    assert_int_equal(dlock_try_acquire(b), DLOCK_EBUSY);
+    assert_int_equal(dlock_acquire(b, 2000 + 10000), DLOCK_OK);
+    /* Not before the key's lease ran out: it was renewed at most 2/3 of a
+     * lease before the kill, so at least a third of it remained. */
+    assert_true(h_now_ms() - killed >= 2000 / 3 - 50);
+    assert_int_equal(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(b);
+    dlock_client_close(c);
+    h_gate_close(&g);
+}
+
+static atomic_int a_lost;
+static void note_lost(dlock_lock *lk, int code, const char *why, void *p)
+{
+    (void)lk;
+    (void)code;
+    (void)p;
+    fprintf(stderr, "  on_lost: %s\n", why);
+    atomic_fetch_add(&a_lost, 1);
+}
+
+/*
+ * A waiter survives a server restart. With the lock saved to disk before
+ * the restart (what persistence gives), the holder keeps it through the
+ * restart and the waiter gets it when the holder releases. Without
+ * persistence the restart frees every lock: the holder is told (on_lost)
+ * and the waiter takes it.
+ */
+static void faults__server_restart_survived_by_waiter(void **state)
+{
+    for (int persist = 1; persist >= 0; persist--) {
+        const char *name = h_name("restart");
+        dlock_client *ca = h_client(uri), *cb = h_client(uri);
+        dlock_lock *a = new_lock(ca, name, 3000, note_lost, NULL);
+        struct waiter w = {0};
+        redisContext *rc;
+        int64_t released;
+        pthread_t t;
+
+        (void)state;
+        atomic_store(&a_lost, 0);
+        assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
+        w.lk = new_lock(cb, name, 0, NULL, NULL);
+        w.timeout = 30000;
+        atomic_store(&w.rc, 1);
+        pthread_create(&t, NULL, waiter_main, &w);
+        h_sleep_ms(300);
+        if (persist) {
+            rc = raw();
+            freeReplyObject(rcmd(rc, "SAVE"));
+            redisFree(rc);
+        }
+        ctl("restart redis");
+        if (persist) {
+            h_sleep_ms(2500); /* the waiter is back and waiting */
+            assert_int_equal(atomic_load(&w.rc), 1);
+            assert_true(dlock_held(a));
+            assert_int_equal(atomic_load(&a_lost), 0);
+            released = h_now_ms();
+            assert_int_equal(dlock_release(a), DLOCK_OK);
+            pthread_join(t, NULL);
+            assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
+            assert_true(atomic_load(&w.done_ms) >= released);
+        } else {
+            pthread_join(t, NULL);
+            assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
+            for (int i = 0; i < 300 && atomic_load(&a_lost) == 0; i++)
+                h_sleep_ms(20);
+            assert_int_equal(atomic_load(&a_lost), 1);
+            assert_false(dlock_held(a));
+            assert_int_equal(dlock_release(a), DLOCK_ELOST);
+        }
+        assert_int_equal(dlock_release(w.lk), DLOCK_OK);
+        dlock_lock_free(a);
+        dlock_lock_free(w.lk);
+        dlock_client_close(ca);
+        dlock_client_close(cb);
+        /* Tidy: drop the saved file so later restarts start empty. */
+        rc = raw();
+        freeReplyObject(rcmd(rc, "FLUSHALL"));
+        freeReplyObject(rcmd(rc, "SAVE"));
+        redisFree(rc);
+    }
+}
+
+/* A paused server (SIGSTOP: it accepts TCP but never answers) and a
+ * stopped one both give DLOCK_ECONNECT within timeout=, never a hang. */
+static void faults__paused_and_stopped_server_time_out(void **state)
+{
+    const char *u = h_uri_with("timeout=400ms");
+    dlock_client *c = h_client(u), *c2 = NULL;
+    dlock_lock *lk = new_lock(c, h_name("paused"), 0, NULL, NULL);
+    int64_t t0;
+    int rc;
+
+    (void)state;
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    ctl("pause redis");
+    t0 = h_now_ms();
+    rc = dlock_try_acquire(lk);
+    assert_int_equal(rc, DLOCK_ECONNECT);
+    assert_true(h_now_ms() - t0 < 400 + SLACK_MS);
+    assert_non_null(strstr(dlock_lock_errmsg(lk), "no answer within 400 ms"));
+    /* A new client: TCP connects (the kernel answers), the server not. */
+    t0 = h_now_ms();
+    rc = dlock_client_open(&c2, u, NULL);
+    assert_int_equal(rc, DLOCK_ECONNECT);
+    assert_true(h_now_ms() - t0 < 400 + SLACK_MS);
+    dlock_client_close(c2);
+    /* A timed acquire keeps retrying until its own deadline, no longer. */
+    t0 = h_now_ms();
+    rc = dlock_acquire(lk, 1000);
+    assert_true(rc == DLOCK_ECONNECT || rc == DLOCK_ETIMEDOUT);
+    assert_true(h_now_ms() - t0 < 1000 + 400 + SLACK_MS);
+    ctl("resume redis");
+    /* Stopped: refused at once. */
+    ctl("stop redis");
+    t0 = h_now_ms();
+    assert_int_equal(dlock_try_acquire(lk), DLOCK_ECONNECT);
+    assert_true(h_now_ms() - t0 < 400 + SLACK_MS);
+    assert_non_null(strstr(dlock_lock_errmsg(lk), "connect"));
+    ctl("start redis");
+    /* [B-CONN-1]: the broken session was replaced. */
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
+static char logged[8192];
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static void keep_log(int level, const char *msg, void *p)
+{
+    (void)level;
+    (void)p;
+    pthread_mutex_lock(&log_mu);
+    strncat(logged, msg, sizeof logged - strlen(logged) - 2);
+    strcat(logged, "\n");
+    pthread_mutex_unlock(&log_mu);
+}
+
+/* Passwords reach neither messages nor logs, right or wrong. */
+static void faults__password_never_in_messages(void **state)
+{
+    static const char pw[] = "s3cret-Pa55-ZQ";
+    const char *base = getenv("DLOCK_TEST_REDIS_URI");
+    char good[256], bad[256], acl[256];
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    redisContext *rc = raw();
+    dlock_client *c = NULL;
+    dlock_lock *lk;
+
+    (void)state;
+    o.log = keep_log;
+    o.log_level = DLOCK_LOG_DEBUG;
+    freeReplyObject(rcmd(rc, "CONFIG SET requirepass %s", pw));
+    snprintf(good, sizeof good, "redis://:%s@%s", pw, base + 8);
+    snprintf(bad, sizeof bad, "redis://:%s-wrong@%s", pw, base + 8);
+    snprintf(acl, sizeof acl, "redis://default:%s@%s?mode=hash", pw,
+             base + 8);
+
+    /* No password: refused, NOAUTH. */
+    assert_int_not_equal(dlock_client_open(&c, base, &o), DLOCK_OK);
+    fprintf(stderr, "  no password: %s\n", dlock_client_errmsg(c));
+    dlock_client_close(c);
+    /* Wrong password: the message has the server's words, not ours. */
+    assert_int_not_equal(dlock_client_open(&c, bad, &o), DLOCK_OK);
+    fprintf(stderr, "  wrong password: %s\n", dlock_client_errmsg(c));
+    assert_null(strstr(dlock_client_errmsg(c), pw));
+    assert_non_null(strstr(dlock_client_errmsg(c), "AUTH"));
+    dlock_client_close(c);
+    /* Right password, both AUTH forms; a failing call's message. */
+    for (int i = 0; i < 2; i++) {
+        dlock_info info;
+        c = NULL;
+        assert_int_equal(dlock_client_open(&c, i ? acl : good, &o), DLOCK_OK);
+        dlock_client_info(c, &info);
+        assert_null(strstr(info.uri, pw));
+        lk = new_lock(c, pw, 0, NULL, NULL); /* even as a lock name */
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        assert_int_equal(dlock_release(lk), DLOCK_ENOTHELD);
+        assert_null(strstr(dlock_lock_errmsg(lk), pw));
+        dlock_lock_free(lk);
+        dlock_client_close(c);
+    }
+    /* The server goes away under a client with a password. */
+    c = NULL;
+    assert_int_equal(dlock_client_open(&c, good, &o), DLOCK_OK);
+    lk = new_lock(c, "pw-down", 0, NULL, NULL);
+    freeReplyObject(rcmd(rc, "CLIENT KILL TYPE normal SKIPME yes"));
+    int rcode = dlock_try_acquire(lk);
+    fprintf(stderr, "  after kill: %d %s\n", rcode, dlock_lock_errmsg(lk));
+    assert_null(strstr(dlock_lock_errmsg(lk), pw));
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    freeReplyObject(rcmd(rc, "CONFIG SET requirepass %s", ""));
+    redisFree(rc);
+    pthread_mutex_lock(&log_mu);
+    assert_null(strstr(logged, pw));
+    pthread_mutex_unlock(&log_mu);
+}
+
+/* Lock, fence and channel keys share one hash tag, whatever the name; long
+ * names give bounded keys. */
+static void faults__hostile_names_share_one_tag(void **state)
+{
+    static const char *const names[] = {"a}b{c", "{", "}", "{}", "x{y}z",
+                                        "new\nline", "quote\"'", "sp ace"};
+    redisContext *rc = raw();
+    dlock_client *c = h_client(uri);
+    char *big = malloc(10001);
+
+    (void)state;
+    memset(big, '}', 10000);
+    big[10000] = '\0';
+    for (size_t i = 0; i <= 8; i++) {
+        const char *n = i < 8 ? names[i] : big;
+        char full[12000];
+        dlock_lock *lk;
+        redisReply *r;
+
+        freeReplyObject(rcmd(rc, "FLUSHDB"));
+        snprintf(full, sizeof full, "%s", n);
+        lk = new_lock(c, full, 0, NULL, NULL);
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+        r = rcmd(rc, "KEYS dlock:*");
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        assert_int_equal(r->elements, 2); /* the lock and its fence */
+        for (size_t k = 0; k < 2; k++) {
+            const char *key = r->element[k]->str;
+            const char *open = strchr(key, '{');
+            const char *close = open ? strchr(open, '}') : NULL;
+            assert_non_null(close);
+            /* The tag is the whole escaped name: nothing after it but the
+             * key's own suffix. */
+            assert_true(close[1] == '\0' || strcmp(close, "}:fence") == 0);
+            assert_true(r->element[k]->len < 500);
+        }
+        assert_int_equal(
+            strchr(r->element[0]->str, '}') - r->element[0]->str,
+            strchr(r->element[1]->str, '}') - r->element[1]->str);
+        assert_memory_equal(r->element[0]->str, r->element[1]->str,
+                            (size_t)(strchr(r->element[0]->str, '}') -
+                                     r->element[0]->str));
+        freeReplyObject(r);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        dlock_lock_free(lk);
+    }
+    free(big);
+    dlock_client_close(c);
+    redisFree(rc);
+}
+
+/*
+ * [B-WAIT-1] at the vtable: wait() must return at once for a release that
+ * came after the EBUSY attempt, even when nobody was subscribed yet (the
+ * re-check after subscribing) and when the channel was already subscribed
+ * before the attempt (the message counts). Without either, the waiter
+ * would sleep the whole 5 s given here.
+ */
+static void faults__wait_sees_release_after_attempt(void **state)
+{
+    const struct dlock_backend *b = dlock_backend_find("redis");
+    struct dlock_uri *u = NULL;
+    struct dlock_session *s1 = NULL, *s2 = NULL;
+    struct dlock_request ra = {0}, rb = {0};
+    struct dlock_grant ga = {0}, gb = {0};
+    char err[256], name[64];
+    void *ctx = NULL;
+    uint32_t hint = 0;
+    int64_t t0;
+
+    (void)state;
+    assert_non_null(b);
+    assert_int_equal(dlock__uri_parse(&u, uri, strlen(uri), err, sizeof err),
+                     DLOCK_OK);
+    assert_int_equal(b->ctx_open(&ctx, u, err, sizeof err), DLOCK_OK);
+    assert_int_equal(b->open(&s1, u, ctx, err, sizeof err), DLOCK_OK);
+    assert_int_equal(b->open(&s2, u, ctx, err, sizeof err), DLOCK_OK);
+    snprintf(name, sizeof name, "gap-%d", (int)getpid());
+    ra.name = rb.name = name;
+    ra.name_len = rb.name_len = strlen(name);
+    ra.owner = "owner-a:1", ra.owner_len = 9;
+    rb.owner = "owner-b:1", rb.owner_len = 9;
+    ra.lease_ms = rb.lease_ms = 30000;
+
+    for (int subscribed_before = 0; subscribed_before < 2;
+         subscribed_before++) {
+        assert_int_equal(b->acquire(s1, &ra, 0, &ga, &hint), DLOCK_OK);
+        if (subscribed_before) {
+            /* A short wait leaves the channel subscribed (it lingers). */
+            assert_int_equal(b->acquire(s2, &rb, 0, &gb, &hint), DLOCK_EBUSY);
+            assert_int_equal(b->wait(s2, &rb, 200), DLOCK_OK);
+        }
+        assert_int_equal(b->acquire(s2, &rb, 0, &gb, &hint), DLOCK_EBUSY);
+        assert_true(hint > 0 && hint <= 30000); /* the remaining TTL */
+        /* The release lands between the attempt and the wait. */
+        assert_int_equal(b->release(s1, &ra, &ga), DLOCK_OK);
+        h_sleep_ms(50);
+        t0 = h_now_ms();
+        assert_int_equal(b->wait(s2, &rb, 5000), DLOCK_OK);
+        assert_true(h_now_ms() - t0 < 2500);
+        assert_int_equal(b->acquire(s2, &rb, 0, &gb, &hint), DLOCK_OK);
+        assert_int_equal(b->release(s2, &rb, &gb), DLOCK_OK);
+    }
+    /* And a wait with no release runs its time out. */
+    assert_int_equal(b->acquire(s1, &ra, 0, &ga, &hint), DLOCK_OK);
+    assert_int_equal(b->acquire(s2, &rb, 0, &gb, &hint), DLOCK_EBUSY);
+    t0 = h_now_ms();
+    assert_int_equal(b->wait(s2, &rb, 300), DLOCK_OK);
+    assert_true(h_now_ms() - t0 >= 250);
+    assert_int_equal(b->release(s1, &ra, &ga), DLOCK_OK);
+    b->close(s1);
+    b->close(s2);
+    b->ctx_close(ctx);
+    dlock__uri_free(u);
+}
+
+/* Every parameter is checked, and the message names it. */
+static void faults__bad_uris_name_the_parameter(void **state)
+{
+    static const struct {
+        const char *suffix, *word;
+    } cases[] = {
+        {"?mode=bogus", "mode"},        {"/x", "db"},
+        {"/70000", "db"},               {"/1?redlock=1", "db"},
+        {"?mode=hash&redlock=1", "mode"}, {"?redlock=maybe", "redlock"},
+        {"?node_timeout=10ms", "node_timeout"},
+        {"?redlock=1&node_timeout=0", "node_timeout"},
+        {"?redlock=1&node_timeout=1h", "node_timeout"},
+        {"?redlock=1&drift=5", "drift"},
+        {"?timeout=0", "timeout"},      {"?bogus=1", "bogus"},
+    };
+    const char *base = getenv("DLOCK_TEST_REDIS_URI");
+    char u[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dlock_client *c = NULL;
+        snprintf(u, sizeof u, "%s%s", base, cases[i].suffix);
+        assert_int_equal(dlock_client_open(&c, u, NULL), DLOCK_EINVAL);
+        if (strstr(dlock_client_errmsg(c), cases[i].word) == NULL)
+            fail_msg("%s: message does not name '%s': %s", u, cases[i].word,
+                     dlock_client_errmsg(c));
+        dlock_client_close(c);
+    }
+    /* Two hosts without redlock; a user without a password. */
+    dlock_client *c = NULL;
+    snprintf(u, sizeof u, "%s,127.0.0.1:1", base);
+    assert_int_equal(dlock_client_open(&c, u, NULL), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_client_errmsg(c), "redlock"));
+    dlock_client_close(c);
+    c = NULL;
+    snprintf(u, sizeof u, "redis://someone@%s", base + 8);
+    assert_int_equal(dlock_client_open(&c, u, NULL), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_client_errmsg(c), "password"));
+    dlock_client_close(c);
+    /* A good db is selected: the key lands in db 3. */
+    redisContext *rc = raw();
+    c = NULL;
+    snprintf(u, sizeof u, "%s/3", base);
+    assert_int_equal(dlock_client_open(&c, u, NULL), DLOCK_OK);
+    dlock_lock *lk = new_lock(c, "in-db-3", 0, NULL, NULL);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    freeReplyObject(rcmd(rc, "SELECT 3"));
+    assert_int_equal(rint_(rc, "EXISTS dlock:{in-db-3}"), 1);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    redisFree(rc);
+}
+
+/* ---- Redlock over five masters --------------------------------------------- */
+
+static char rl_uri[1024];
+
+static void redlock__acquires_with_two_stopped(void **state)
+{
+    dlock_client *c;
+    dlock_lock *lk;
+
+    (void)state;
+    ctl("stop redis5 1");
+    ctl("stop redis5 4");
+    c = h_client(rl_uri);
+    lk = new_lock(c, h_name("two-down"), 0, NULL, NULL);
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+    assert_int_equal(dlock_fence(lk), 0); /* no fencing on Redlock */
+    assert_int_equal(dlock_renew(lk), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    ctl("start redis5 1");
+    ctl("start redis5 4");
+}
+
+static void redlock__fails_clearly_with_three_stopped(void **state)
+{
+    dlock_client *c = h_client(rl_uri);
+    dlock_lock *lk = new_lock(c, h_name("three-down"), 0, NULL, NULL);
+    int64_t t0;
+    int rc;
+
+    (void)state;
+    ctl("stop redis5 2");
+    ctl("stop redis5 3");
+    ctl("stop redis5 5");
+    t0 = h_now_ms();
+    rc = dlock_acquire(lk, 1500);
+    fprintf(stderr, "  three stopped: %s\n", dlock_lock_errmsg(lk));
+    assert_int_equal(rc, DLOCK_ECONNECT);
+    assert_true(h_now_ms() - t0 < 1500 + SLACK_MS);
+    assert_non_null(strstr(dlock_lock_errmsg(lk), "majority is 3"));
+    /* A new client cannot even open. */
+    dlock_client *c2 = NULL;
+    assert_int_equal(dlock_client_open(&c2, rl_uri, NULL), DLOCK_ECONNECT);
+    dlock_client_close(c2);
+    ctl("start redis5 2");
+    ctl("start redis5 3");
+    ctl("start redis5 5");
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
+/* A paused node costs at most node_timeout per round; the lock is taken. */
+static void redlock__paused_node_costs_node_timeout(void **state)
+{
+    dlock_client *c = h_client(rl_uri);
+    dlock_lock *lk = new_lock(c, h_name("paused"), 0, NULL, NULL);
+    int64_t t0;
+
+    (void)state;
+    ctl("pause redis5 3");
+    t0 = h_now_ms();
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+    assert_true(h_now_ms() - t0 < 50 + SLACK_MS);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    ctl("resume redis5 3");
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
+/* Child "contend NAME DIR SECONDS": take NAME again and again; inside, make
+ * DIR/inside with O_EXCL (it exists: two holders) and remove it. */
+static int contend_child(char **args)
+{
+    dlock_client *c = h_client(getenv("DLOCK_URI"));
+    char inside[300], path[320], text[64];
+    int64_t end = h_now_ms() + atoi(args[2]) * 1000;
+    int overlaps = 0, held = 0, lost_inside = 0;
+    dlock_lock *lk;
+
+    if (c == NULL)
+        return 3;
+    lk = new_lock(c, args[0], 1000, NULL, NULL);
+    snprintf(inside, sizeof inside, "%s/inside", args[1]);
+    while (h_now_ms() < end) {
+        int rc = dlock_acquire(lk, 3000);
+        if (rc != DLOCK_OK) {
+            h_sleep_ms(10);
+            continue;
+        }
+        int fd = open(inside, O_CREAT | O_EXCL | O_WRONLY, 0600);
+        if (fd < 0) {
+            overlaps++;
+        } else {
+            close(fd);
+            held++;
+            h_sleep_ms(3);
+            /* Only a holder still sure of its lock may leave the mark for
+             * the next to find; one that lost it mid-way says so. */
+            if (!dlock_held(lk))
+                lost_inside++;
+            unlink(inside);
+        }
+        dlock_release(lk);
+        h_sleep_ms(1);
+    }
+    snprintf(path, sizeof path, "%s/result-%d", args[1], (int)getpid());
+    snprintf(text, sizeof text, "%d %d %d\n", held, overlaps, lost_inside);
+    write_file(path, text);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    return 0;
+}
+
+/*
+ * Four processes contend while nodes stop and restart (empty: no
+ * persistence). At most two nodes are down at once, and each change waits
+ * a lease before the next, so a majority never holds two owners' keys at
+ * once: an overlap would be a bug of quorum or validity.
+ */
+static void redlock__no_two_holders_through_restarts(void **state)
+{
+    const char *name = h_name("chaos");
+    char dir[300];
+    pid_t pids[4];
+    int total = 0, overlaps = 0, lost_inside = 0;
+
+    (void)state;
+    snprintf(dir, sizeof dir, "%s/chaos", h_scratch());
+    mkdir(dir, 0700);
+    for (int i = 0; i < 4; i++)
+        pids[i] = h_spawn("contend", name, dir, "12");
+    h_sleep_ms(1000);
+    for (int round = 0; round < 2; round++) {
+        int a = 1 + round * 2, b = a + 1;
+        ctl("stop redis5 %d", a);
+        h_sleep_ms(1200);
+        ctl("stop redis5 %d", b);
+        h_sleep_ms(1200);
+        ctl("start redis5 %d", a);
+        h_sleep_ms(1200);
+        ctl("start redis5 %d", b);
+        h_sleep_ms(1200);
+    }
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(h_wait(pids[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        char path[320], text[64];
+        int h = 0, o = 0, l = 0;
+        snprintf(path, sizeof path, "%s/result-%d", dir, (int)pids[i]);
+        assert_true(read_file(path, text, sizeof text));
+        assert_int_equal(sscanf(text, "%d %d %d", &h, &o, &l), 3);
+        total += h;
+        overlaps += o;
+        lost_inside += l;
+    }
+    fprintf(stderr, "  %d holdings, %d overlaps, %d lost mid-way\n", total,
+            overlaps, lost_inside);
+    assert_int_equal(overlaps, 0);
+    assert_true(total >= 20); /* it did contend */
+}
+
+/* ---- main --------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    static const struct h_role roles[] = {
+        {"stopped", stopped_child},
+        {"hold", hold_child},
+        {"contend", contend_child},
+        {NULL, NULL},
+    };
+    const struct CMUnitTest interop[] = {
+        cmocka_unit_test(interop__redisson_holds_dlock_waits),
+        cmocka_unit_test(interop__dlock_holds_redisson_waits),
+        cmocka_unit_test(interop__fencing_shared_with_rfencedlock),
+    };
+    const struct CMUnitTest faults[] = {
+        cmocka_unit_test(faults__bad_uris_name_the_parameter),
+        cmocka_unit_test(faults__hostile_names_share_one_tag),
+        cmocka_unit_test(faults__wait_sees_release_after_attempt),
+        cmocka_unit_test(faults__sigstopped_holder_lost_and_fenced),
+        cmocka_unit_test(faults__sigkilled_holder_frees_after_lease),
+        cmocka_unit_test(faults__password_never_in_messages),
+        cmocka_unit_test(faults__paused_and_stopped_server_time_out),
+        cmocka_unit_test(faults__server_restart_survived_by_waiter),
+    };
+    const struct CMUnitTest redlock[] = {
+        cmocka_unit_test(redlock__acquires_with_two_stopped),
+        cmocka_unit_test(redlock__fails_clearly_with_three_stopped),
+        cmocka_unit_test(redlock__paused_node_costs_node_timeout),
+        cmocka_unit_test(redlock__no_two_holders_through_restarts),
+    };
+    int rc = 0;
+
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--group") == 0)
+            snprintf(group, sizeof group, "%s", argv[i + 1]);
+    /* Children first: they need no scratch directory of their own. */
+    h_child_dispatch(argc, argv, roles);
+    uri = h_setup(argc, argv);
+    if (strcmp(group, "redlock") == 0) {
+        snprintf(rl_uri, sizeof rl_uri, "%s", uri);
+        rc = cmocka_run_group_tests_name("redis/redlock", redlock, NULL,
+                                         NULL);
+    } else if (strcmp(group, "interop") == 0) {
+        rc = cmocka_run_group_tests_name("redis/interop", interop, NULL,
+                                         NULL);
+    } else if (strcmp(group, "faults") == 0) {
+        rc = cmocka_run_group_tests_name("redis/faults", faults, NULL, NULL);
+    } else {
+        fprintf(stderr, "usage: %s --uri URI --group interop|faults|redlock\n",
+                argv[0]);
+        rc = 2;
+    }
+    h_cleanup();
+    return rc;
+}
