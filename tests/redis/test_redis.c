@@ -811,7 +811,11 @@ static void faults__wait_sees_release_after_attempt(void **state)
         assert_int_equal(b->acquire(s2, &rb, 0, &gb, &hint), DLOCK_OK);
         assert_int_equal(b->release(s2, &rb, &gb), DLOCK_OK);
     }
-    /* And a wait with no release runs its time out. */
+    /* And a wait with no release runs its time out. The loop's last
+     * release was published just now; under load its message can reach
+     * the pub/sub thread after the next attempt and wake the wait early
+     * (harmless: core retries), so let it land first. */
+    h_sleep_ms(300);
     assert_int_equal(b->acquire(s1, &ra, 0, &ga, &hint), DLOCK_OK);
     assert_int_equal(b->acquire(s2, &rb, 0, &gb, &hint), DLOCK_EBUSY);
     t0 = h_now_ms();
