@@ -633,6 +633,24 @@ static unsigned my_connect(struct my_conn *c, const struct my_ctx *x,
         c->broken = true;
         return c->err;
     }
+    /*
+     * Connector/C 3.3 refuses a server without TLS only when it is to
+     * verify the certificate; with ssl=require alone it goes on in the
+     * clear. Refuse here, late: the login exchange has already been sent
+     * unencrypted, which is why ssl=verify is the one to use.
+     */
+    if (x->ssl != SSL_OFF && mysql_get_ssl_cipher(c->db) == NULL) {
+        char text[sizeof c->msg];
+        snprintf(text, sizeof text,
+                 "ssl=%s: %s:%u did not negotiate TLS (the server has none?); "
+                 "connection refused",
+                 my_ssl_names[x->ssl], x->host, x->port);
+        mysql_close(c->db);
+        c->db = NULL;
+        my_note(c, CR_SSL_CONNECTION_ERROR, text);
+        c->broken = true;
+        return c->err;
+    }
     return 0;
 }
 
