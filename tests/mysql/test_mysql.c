@@ -482,6 +482,51 @@ static void mysql__tables_created_on_first_use(void **state)
                      3);
 }
 
+/* dlock inspect in every mode: held or not, by whom where the server can
+ * say, the last fence, the lease left; the look takes nothing. */
+static void mysql__inspect_each_mode(void **state)
+{
+    (void)state;
+    for (int m = 0; m < NMODES; m++) {
+        dlock_client *a = client_for(modes[m], NULL);
+        dlock_client *b = client_for(modes[m], NULL);
+        const char *name = h_name("inspect");
+        dlock_lock *lk = h_lock(a, name, 0, 0), *other = h_lock(b, name, 0, 0);
+        dlock_state st;
+        uint64_t fence;
+
+        assert_int_equal(dlock_inspect(b, name, &st), DLOCK_OK);
+        assert_int_equal(st.held, 0);
+        assert_int_equal(st.fence, 0);
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+        fence = dlock_fence(lk);
+        assert_int_equal(dlock_inspect(b, name, &st), DLOCK_OK);
+        if (st.held != 1)
+            fail_msg("%s: held %d: %s", modes[m], st.held,
+                     dlock_client_errmsg(b));
+        assert_int_equal(st.fence, fence);
+        if (m == 0) {
+            assert_string_equal(st.owner, dlock_lock_owner(lk));
+            assert_true(st.remaining_ms > 0 && st.remaining_ms <= 30000);
+        } else if (m == 2) {
+            assert_non_null(strstr(st.owner, "mysql connection"));
+        }
+        /* Looking took nothing: still held, still exclusive. */
+        assert_int_equal(dlock_try_acquire(other), DLOCK_EBUSY);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        assert_int_equal(dlock_inspect(b, name, &st), DLOCK_OK);
+        assert_int_equal(st.held, 0);
+        assert_int_equal(st.fence, fence);
+        /* ...and the free lock is not left taken by the look either. */
+        assert_int_equal(dlock_try_acquire(other), DLOCK_OK);
+        assert_int_equal(dlock_release(other), DLOCK_OK);
+        dlock_lock_free(lk);
+        dlock_lock_free(other);
+        dlock_client_close(a);
+        dlock_client_close(b);
+    }
+}
+
 /* ---- connections -------------------------------------------------------------------- */
 
 /* A thousand GET_LOCK locks of one client on a handful of connections;
@@ -860,6 +905,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(mysql__get_lock_names_shared_with_other_programs),
         cmocka_unit_test(mysql__uri_parameters_checked),
         cmocka_unit_test(mysql__tables_created_on_first_use),
+        cmocka_unit_test(mysql__inspect_each_mode),
     };
     const struct CMUnitTest conn[] = {
         cmocka_unit_test(mysql__get_lock_shares_connections),
