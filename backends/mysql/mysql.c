@@ -176,7 +176,7 @@ struct my_ctx {
     char *host, *user, *password, *db, *ssl_ca; /* password, ssl_ca: NULL */
     unsigned int port;
     unsigned int io_s;   /* connect, read and write timeouts, seconds */
-    uint32_t io_ms;      /* the same in milliseconds */
+    int64_t io_ms;       /* the same in milliseconds */
     char table[MY_TABLE_MAX + 1];
     char *ns;            /* namespace=, a prefix of every name */
     size_t ns_len;
@@ -348,10 +348,10 @@ static int my_ctx_new(struct my_ctx **out, const struct dlock_uri *uri,
     x->ssl = (enum my_ssl)ssl;
     x->port = uri->hosts[0].port != 0 ? uri->hosts[0].port : MY_DEFAULT_PORT;
     /* Connector/C counts timeouts in whole seconds. */
-    x->io_s = (unsigned int)((uri->timeout_ms + 999) / 1000);
+    x->io_s = (unsigned int)(((uint64_t)uri->timeout_ms + 999) / 1000);
     if (x->io_s == 0)
         x->io_s = 1;
-    x->io_ms = x->io_s * 1000u;
+    x->io_ms = (int64_t)x->io_s * 1000;
     snprintf(x->table, sizeof x->table, "%s", table);
     x->host = my_strdup(uri->hosts[0].host);
     x->user = my_strdup(uri->user);
@@ -1398,7 +1398,7 @@ static int gl_acquire(struct my_session *ms, const struct dlock_request *req,
      * must end before the read timeout gives up on the connection. */
     if (deadline_ms != 0) {
         int64_t left = deadline_ms - dlock_now_ms();
-        int64_t cap = (int64_t)ms->x->io_ms - MY_WAIT_MARGIN_MS;
+        int64_t cap = ms->x->io_ms - MY_WAIT_MARGIN_MS;
         if (left > cap)
             left = cap;
         wait_s = left > 0 ? (double)left / 1000.0 : 0;
