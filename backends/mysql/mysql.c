@@ -810,7 +810,7 @@ static void res_bytes(MYSQL_BIND *b, void *buf, size_t cap,
     *is_null = 1;
 }
 
-/* ---- keys and names -------------------------------------------------------- */
+/* ---- keys and names ------------------------------------------------------ */
 
 /* The server's identity of a lock: SHA-256(namespace || name). */
 static void my_key(const struct my_ctx *x, const char *name, size_t len,
@@ -877,7 +877,7 @@ static size_t my_ulock_name(const struct my_ctx *x, const char *name,
     return n;
 }
 
-/* ---- fencing ------------------------------------------------------------------ */
+/* ---- fencing ------------------------------------------------------------- */
 
 /*
  * Bump the name's counter and read the new value from the OK packet (with
@@ -945,7 +945,7 @@ static int my_busy(int64_t deadline_ms, bool waited, uint32_t *retry_ms)
     return DLOCK_EBUSY;
 }
 
-/* ---- mode insert -------------------------------------------------------------- */
+/* ---- mode insert --------------------------------------------------------- */
 
 static int ins_acquire(struct my_session *ms, const struct dlock_request *req,
                        struct dlock_grant *grant)
@@ -1160,7 +1160,7 @@ static int ins_inspect(struct my_session *ms, const uint8_t key[MY_KEY_LEN],
     return DLOCK_OK;
 }
 
-/* ---- mode for_update ------------------------------------------------------------ */
+/* ---- mode for_update ----------------------------------------------------- */
 
 /*
  * The for_update lock's fence goes over the client's own autocommitted
@@ -1358,7 +1358,7 @@ static int fu_inspect(struct my_session *ms, const uint8_t key[MY_KEY_LEN],
     return DLOCK_OK;
 }
 
-/* ---- mode get_lock ---------------------------------------------------------------- */
+/* ---- mode get_lock ------------------------------------------------------- */
 
 /* Run GET_LOCK/RELEASE_LOCK/IS_USED_LOCK; *v is their value, *null if
  * NULL. */
@@ -1460,7 +1460,7 @@ static int gl_inspect(struct my_session *ms, const struct dlock_request *req,
     return DLOCK_OK;
 }
 
-/* ---- the vtable's entry points ------------------------------------------------------ */
+/* ---- the vtable's entry points ------------------------------------------- */
 
 static int my_global_init(void)
 {
@@ -1641,7 +1641,7 @@ static int my_inspect(struct dlock_session *s, const char *name, size_t len,
     return rc;
 }
 
-/* ---- the raw floor ------------------------------------------------------------------- */
+/* ---- the raw floor ------------------------------------------------------- */
 
 /*
  * n acquire+release cycles of the URI's mode with Connector/C alone: the

@@ -43,7 +43,7 @@ static MYSQL *adm;
 static const char *const modes[] = {"insert", "for_update", "get_lock"};
 #define NMODES 3
 
-/* ---- the admin connection ------------------------------------------------------ */
+/* ---- the admin connection ------------------------------------------------ */
 
 static void adm_connect(void)
 {
@@ -165,7 +165,7 @@ static int serverctl(const char *action)
     return system(cmd);
 }
 
-/* ---- small helpers ------------------------------------------------------------ */
+/* ---- small helpers ------------------------------------------------------- */
 
 static char uri_buf[3][4096];
 
@@ -216,7 +216,7 @@ static bool eventually_lost(int want, uint32_t timeout_ms)
     return atomic_load(&lost_calls) >= want;
 }
 
-/* ---- names and tables ------------------------------------------------------------ */
+/* ---- names and tables ---------------------------------------------------- */
 
 static const char *const hostile[] = {
     "x'; DROP TABLE dlock_inj; --",
@@ -527,7 +527,7 @@ static void mysql__inspect_each_mode(void **state)
     }
 }
 
-/* ---- connections -------------------------------------------------------------------- */
+/* ---- connections --------------------------------------------------------- */
 
 /* A thousand GET_LOCK locks of one client on a handful of connections;
  * FOR UPDATE needs a connection per held lock, as its caps say. */
@@ -751,7 +751,7 @@ static void mysql__waiters_wait_on_the_server(void **state)
     }
 }
 
-/* ---- the server goes away --------------------------------------------------------------- */
+/* ---- the server goes away ------------------------------------------------ */
 
 /*
  * A restart ends every connection: get_lock and for_update holders are
@@ -873,7 +873,7 @@ static void mysql__paused_or_stopped_server_gives_econnect(void **state)
     }
 }
 
-/* ---- main ---------------------------------------------------------------------------- */
+/* ---- main ---------------------------------------------------------------- */
 
 static int setup(void **state)
 {
