@@ -280,7 +280,11 @@ static void fault__watchdog_batches_renewals(void **state)
     calls = atomic_load(&shim.renews) - calls;
     items = atomic_load(&shim.renewed_items) - items;
     assert_true(items >= N); /* every lock renewed at least once */
-    assert_true(items / (calls > 0 ? calls : 1) >= 4);
+    /* Renewals are grouped by session; a mode that gives each held lock
+     * a session of its own (an open FOR UPDATE transaction) has nothing
+     * to batch. */
+    if (!(h_caps(cl) & DLOCK_CAP_SESSION_PER_LOCK))
+        assert_true(items / (calls > 0 ? calls : 1) >= 4);
     for (int i = 0; i < N; i++) {
         assert_true(dlock_held(lks[i]));
         assert_int_equal(dlock_release(lks[i]), DLOCK_OK);

@@ -1,0 +1,950 @@
+/*
+ * test_mysql.c: what the shared suites cannot see of the mysql:// backend,
+ * checked against a real MariaDB with an admin connection of its own
+ * (Connector/C directly) to look at tables, threads and locks from the
+ * server's side.
+ *
+ *   test_mysql --uri URI --group names|conn|server
+ *
+ * names:  hostile names leave the tables intact and get keys of their own;
+ *         utf8mb4 round trip; the key a DBA can compute; namespace is a
+ *         prefix; GET_LOCK names shared with other programs; URI parameters
+ *         checked; tables created on first use (and again if dropped).
+ * conn:   get_lock shares connections, for_update takes one per lock; a
+ *         SIGKILLed holder frees its lock (conn-bound: with the connection;
+ *         insert: after the lease); a KILLed connection loses the lock of a
+ *         conn-bound mode but not of insert, and the fence stays ahead;
+ *         waiters wait on the server.
+ * server: restart (conn-bound holders are told the lock is lost, insert
+ *         holders keep their rows and renew), paused and stopped server
+ *         give DLOCK_ECONNECT within the timeout, never a hang.
+ *
+ * Time bounds are loose: they check order and occurrence, not speed.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <mysql.h>
+
+#include "../conformance/harness.h"
+
+static const char *base_uri;
+static MYSQL *adm;
+
+static const char *const modes[] = {"insert", "for_update", "get_lock"};
+#define NMODES 3
+
+/* ---- the admin connection ------------------------------------------------ */
+
+static void adm_connect(void)
+{
+    const char *u = getenv("DLOCK_TEST_MYSQL_ADMIN_URI");
+    char user[64], pw[128], host[64];
+    unsigned port = 0;
+
+    assert_non_null(u);
+    assert_int_equal(sscanf(u, "mysql://%63[^:]:%127[^@]@%63[^:]:%u/", user,
+                            pw, host, &port),
+                     4);
+    adm = mysql_init(NULL);
+    assert_non_null(adm);
+    mysql_options(adm, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    if (mysql_real_connect(adm, host, user, pw, "dlock", port, NULL, 0) ==
+        NULL)
+        fail_msg("admin connect: %s", mysql_error(adm));
+}
+
+static void adm_exec(const char *fmt, ...)
+{
+    char q[8192];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(q, sizeof q, fmt, ap);
+    va_end(ap);
+    if (mysql_query(adm, q) != 0)
+        fail_msg("admin: %s: %s", q, mysql_error(adm));
+    MYSQL_RES *r = mysql_store_result(adm);
+    mysql_free_result(r);
+}
+
+/* The first column of the first row as a number; -1 for no row or NULL. */
+static long long adm_int(const char *fmt, ...)
+{
+    char q[8192];
+    va_list ap;
+    long long v = -1;
+
+    va_start(ap, fmt);
+    vsnprintf(q, sizeof q, fmt, ap);
+    va_end(ap);
+    if (mysql_query(adm, q) != 0)
+        fail_msg("admin: %s: %s", q, mysql_error(adm));
+    MYSQL_RES *r = mysql_store_result(adm);
+    MYSQL_ROW row = r != NULL ? mysql_fetch_row(r) : NULL;
+    if (row != NULL && row[0] != NULL)
+        v = strtoll(row[0], NULL, 10);
+    mysql_free_result(r);
+    return v;
+}
+
+/* The first column of the first row as text into out ("" if none). */
+static void adm_text(char *out, size_t cap, const char *fmt, ...)
+{
+    char q[8192];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(q, sizeof q, fmt, ap);
+    va_end(ap);
+    if (mysql_query(adm, q) != 0)
+        fail_msg("admin: %s: %s", q, mysql_error(adm));
+    MYSQL_RES *r = mysql_store_result(adm);
+    MYSQL_ROW row = r != NULL ? mysql_fetch_row(r) : NULL;
+    snprintf(out, cap, "%s", row != NULL && row[0] != NULL ? row[0] : "");
+    mysql_free_result(r);
+}
+
+/* X'…' literal of bytes, for SQL the admin writes itself. */
+static void hexlit(char *out, size_t cap, const char *s, size_t len)
+{
+    size_t n = (size_t)snprintf(out, cap, "X'");
+    for (size_t i = 0; i < len && n + 4 < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%02X", (unsigned char)s[i]);
+    snprintf(out + n, cap - n, "'");
+}
+
+/* Connections of the dlock user (every test client logs in as dlock). */
+static long long dlock_connections(void)
+{
+    return adm_int("SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+                   "WHERE USER = 'dlock'");
+}
+
+/* KILL every connection of the dlock user. */
+static int kill_dlock_connections(void)
+{
+    MYSQL_RES *r;
+    MYSQL_ROW row;
+    char ids[64][24];
+    int n = 0;
+
+    if (mysql_query(adm, "SELECT ID FROM information_schema.PROCESSLIST "
+                         "WHERE USER = 'dlock'") != 0)
+        fail_msg("admin: %s", mysql_error(adm));
+    r = mysql_store_result(adm);
+    while (r != NULL && (row = mysql_fetch_row(r)) != NULL && n < 64)
+        snprintf(ids[n++], sizeof ids[0], "%s", row[0]);
+    mysql_free_result(r);
+    for (int i = 0; i < n; i++) {
+        char q[64];
+        snprintf(q, sizeof q, "KILL CONNECTION %s", ids[i]);
+        /* One may have ended meanwhile (ER_NO_SUCH_THREAD). */
+        if (mysql_query(adm, q) != 0 && mysql_errno(adm) != 1094)
+            fail_msg("admin: %s: %s", q, mysql_error(adm));
+    }
+    return n;
+}
+
+static int serverctl(const char *action)
+{
+    char cmd[512];
+    const char *ctl = getenv("DLOCK_TEST_SERVERCTL");
+
+    assert_non_null(ctl);
+    snprintf(cmd, sizeof cmd, "'%s' %s mysql", ctl, action);
+    return system(cmd);
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static char uri_buf[3][4096];
+
+/* The base URI with mode= and more parameters (slot: up to 3 at once). */
+static const char *uri_for(int slot, const char *mode, const char *extra)
+{
+    snprintf(uri_buf[slot], sizeof uri_buf[slot], "%s?mode=%s%s%s", base_uri,
+             mode, extra != NULL ? "&" : "", extra != NULL ? extra : "");
+    return uri_buf[slot];
+}
+
+static dlock_client *client_for(const char *mode, const char *extra)
+{
+    dlock_client *c = h_client(uri_for(0, mode, extra));
+    assert_non_null(c);
+    return c;
+}
+
+static atomic_int lost_calls;
+static atomic_int lost_code;
+
+static void on_lost(dlock_lock *lk, int code, const char *why, void *p)
+{
+    (void)lk;
+    (void)p;
+    atomic_store(&lost_code, code);
+    atomic_fetch_add(&lost_calls, 1);
+    fprintf(stderr, "  on_lost: %s\n", why);
+}
+
+static dlock_lock *lost_lock(dlock_client *c, const char *name,
+                             uint32_t lease_ms)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+
+    o.lease_ms = lease_ms;
+    o.on_lost = on_lost;
+    assert_int_equal(dlock_lock_new(&lk, c, name, &o), DLOCK_OK);
+    return lk;
+}
+
+static bool eventually_lost(int want, uint32_t timeout_ms)
+{
+    int64_t end = h_now_ms() + timeout_ms;
+    while (atomic_load(&lost_calls) < want && h_now_ms() < end)
+        h_sleep_ms(20);
+    return atomic_load(&lost_calls) >= want;
+}
+
+/* ---- names and tables ---------------------------------------------------- */
+
+static const char *const hostile[] = {
+    "x'; DROP TABLE dlock_inj; --",
+    "`; DROP TABLE `dlock_inj_fence`; --",
+    "\"); DELETE FROM dlock_inj; --",
+    "' OR '1'='1",
+    "\\' OR 1=1 #",
+    "a\\",
+    "%",
+    "_",
+    "new\nline\r\ttab",
+    "{braces}",
+    "\xf0\x9f\x94\x92 lock \xf0\x9f\x97\x9d\xef\xb8\x8f", /* emoji */
+    "\xc3\xa4\xc3\xb6\xc3\xbc",                          /* äöü */
+    "A",
+    "a", /* differs from "A" only in case */
+    "a ", /* differs from "a" only by a trailing space */
+    "dlock:0123456789abcdef0123456789abcdef0123456789abcdef0123",
+    "",   /* filled in: 64 characters */
+    "",   /* filled in: 65 characters */
+    "",   /* filled in: 10 000 bytes */
+};
+#define NHOSTILE (sizeof hostile / sizeof hostile[0])
+
+static char name64[65], name65[66], name10k[10001];
+
+static const char *hostile_name(size_t i)
+{
+    if (i == NHOSTILE - 3)
+        return name64;
+    if (i == NHOSTILE - 2)
+        return name65;
+    if (i == NHOSTILE - 1)
+        return name10k;
+    return hostile[i];
+}
+
+/* Every hostile name held at once, in every mode, on one table: each is
+ * exclusive, none collides with another, and the tables are intact
+ * afterwards with one fence row per name. */
+static void mysql__injection_names_leave_tables_intact(void **state)
+{
+    (void)state;
+    memset(name64, 'q', 64);
+    memset(name65, 'q', 65);
+    memset(name10k, 'n', 10000);
+    adm_exec("DROP TABLE IF EXISTS dlock_inj, dlock_inj_fence, "
+             "dlock_inj_rows");
+    for (int m = 0; m < NMODES; m++) {
+        dlock_client *a = client_for(modes[m], "table=dlock_inj");
+        dlock_client *b = client_for(modes[m], "table=dlock_inj");
+        dlock_lock *held[NHOSTILE], *other[NHOSTILE];
+
+        for (size_t i = 0; i < NHOSTILE; i++) {
+            held[i] = h_lock(a, hostile_name(i), 0, 0);
+            other[i] = h_lock(b, hostile_name(i), 0, 0);
+            if (dlock_try_acquire(held[i]) != DLOCK_OK)
+                fail_msg("%s: name %zu: %s", modes[m], i,
+                         dlock_lock_errmsg(held[i]));
+        }
+        for (size_t i = 0; i < NHOSTILE; i++)
+            if (dlock_try_acquire(other[i]) != DLOCK_EBUSY)
+                fail_msg("%s: name %zu not exclusive", modes[m], i);
+        if (m == 0) {
+            /* The key a DBA can compute, and the utf8mb4 round trip. */
+            const char *emoji = hostile[10];
+            char lit[256], got[256], want[256];
+            hexlit(lit, sizeof lit, emoji, strlen(emoji));
+            adm_text(got, sizeof got,
+                     "SELECT HEX(name) FROM dlock_inj WHERE lock_key = "
+                     "UNHEX(SHA2(%s, 256))",
+                     lit);
+            hexlit(want, sizeof want, emoji, strlen(emoji));
+            assert_int_equal(strlen(got) + 3, strlen(want));
+            assert_memory_equal(got, want + 2, strlen(got));
+            assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj"),
+                             NHOSTILE);
+            /* The 10 000-byte name is kept for people as 255 bytes. */
+            assert_int_equal(adm_int("SELECT MAX(LENGTH(name)) FROM "
+                                     "dlock_inj"),
+                             255);
+        }
+        if (m == 2) {
+            /* Short names are GET_LOCK names as they are; 65 characters
+             * and a "dlock:" prefix are hashed. */
+            assert_true(adm_int("SELECT IS_USED_LOCK('%s')", name64) > 0);
+            assert_int_equal(adm_int("SELECT IS_USED_LOCK('%s')", name65),
+                             -1);
+            assert_true(adm_int("SELECT IS_USED_LOCK(CONCAT('dlock:', "
+                                "LEFT(SHA2('%s', 256), 58)))",
+                                name65) > 0);
+            assert_int_equal(adm_int("SELECT IS_USED_LOCK('%s')",
+                                     hostile[15]),
+                             -1);
+        }
+        for (size_t i = 0; i < NHOSTILE; i++) {
+            assert_int_equal(dlock_release(held[i]), DLOCK_OK);
+            dlock_lock_free(held[i]);
+            dlock_lock_free(other[i]);
+        }
+        dlock_client_close(a);
+        dlock_client_close(b);
+    }
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM information_schema.TABLES "
+                             "WHERE TABLE_SCHEMA = 'dlock' AND TABLE_NAME "
+                             "IN ('dlock_inj', 'dlock_inj_fence', "
+                             "'dlock_inj_rows')"),
+                     3);
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj"), 0);
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_rows"),
+                     NHOSTILE);
+    /* One counter per name, bumped once in each of the three modes. */
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_fence"),
+                     NHOSTILE);
+    assert_int_equal(adm_int("SELECT MIN(fence) FROM dlock_inj_fence"), 3);
+    assert_int_equal(adm_int("SELECT MAX(fence) FROM dlock_inj_fence"), 3);
+}
+
+/* namespace= is a plain prefix of the name, in every mode. */
+static void mysql__namespace_is_a_prefix(void **state)
+{
+    (void)state;
+    for (int m = 0; m < NMODES; m++) {
+        dlock_client *app = client_for(modes[m], "namespace=app%2F");
+        dlock_client *bare = client_for(modes[m], NULL);
+        dlock_client *other = client_for(modes[m], "namespace=other%2F");
+        char full[128];
+        const char *name = h_name("ns");
+        dlock_lock *a, *b, *o;
+
+        snprintf(full, sizeof full, "app/%s", name);
+        a = h_lock(app, name, 0, 0);
+        b = h_lock(bare, full, 0, 0);
+        o = h_lock(other, name, 0, 0);
+        assert_int_equal(dlock_try_acquire(a), DLOCK_OK);
+        assert_int_equal(dlock_try_acquire(b), DLOCK_EBUSY);
+        assert_int_equal(dlock_try_acquire(o), DLOCK_OK);
+        assert_int_equal(dlock_release(a), DLOCK_OK);
+        assert_int_equal(dlock_release(o), DLOCK_OK);
+        dlock_lock_free(a);
+        dlock_lock_free(b);
+        dlock_lock_free(o);
+        dlock_client_close(app);
+        dlock_client_close(bare);
+        dlock_client_close(other);
+    }
+}
+
+/* A program using GET_LOCK itself and dlock's get_lock mode share short
+ * names. */
+static void mysql__get_lock_names_shared_with_other_programs(void **state)
+{
+    dlock_client *c = client_for("get_lock", NULL);
+    const char *name = h_name("shared");
+    char n2[128];
+    dlock_lock *lk = h_lock(c, name, 0, 0), *lk2;
+
+    (void)state;
+    snprintf(n2, sizeof n2, "%s-2", name);
+    lk2 = h_lock(c, n2, 0, 0);
+    assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
+    assert_true(adm_int("SELECT IS_USED_LOCK('%s')", name) > 0);
+    assert_int_equal(adm_int("SELECT GET_LOCK('%s', 0)", name), 0);
+    assert_int_equal(adm_int("SELECT GET_LOCK('%s', 0)", n2), 1);
+    assert_int_equal(dlock_try_acquire(lk2), DLOCK_EBUSY);
+    assert_int_equal(adm_int("SELECT RELEASE_LOCK('%s')", n2), 1);
+    assert_int_equal(dlock_try_acquire(lk2), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    assert_int_equal(dlock_release(lk2), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_lock_free(lk2);
+    dlock_client_close(c);
+}
+
+static void expect_open_error(const char *uri, int code, const char *word)
+{
+    dlock_client *c = NULL;
+    int rc = dlock_client_open(&c, uri, NULL);
+    const char *msg = dlock_client_errmsg(c);
+
+    if (rc != code || strstr(msg, word) == NULL)
+        fail_msg("open %s: got %d '%s', want %d and '%s'", uri, rc, msg, code,
+                 word);
+    /* Passwords never reach a message. */
+    assert_null(strstr(msg, "dlock-test-pw-7Q"));
+    assert_null(strstr(msg, "s3cr3t-pw"));
+    dlock_client_close(c);
+}
+
+/* Every parameter is checked, with a message naming it. */
+static void mysql__uri_parameters_checked(void **state)
+{
+    char u[4096], port[16];
+    const char *p;
+
+    (void)state;
+    p = strrchr(base_uri, ':');
+    assert_non_null(p);
+    snprintf(port, sizeof port, "%d", atoi(p + 1));
+#define BAD(params, word) \
+    expect_open_error(uri_for(1, "insert", params), DLOCK_EINVAL, word)
+    expect_open_error(uri_for(1, "bogus", NULL), DLOCK_EINVAL, "mode");
+    BAD("table=x%3B%20DROP%20TABLE%20y", "table");
+    BAD("table=1abc", "table");
+    BAD("table=a-b", "table");
+    BAD("table=abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghi",
+        "table"); /* 59 characters */
+    BAD("table=", "table");
+    BAD("ssl=maybe", "ssl");
+    BAD("ssl_ca=/etc/ssl/certs/ca-certificates.crt", "ssl_ca");
+    BAD("namespace=%FF", "namespace");
+    BAD("bogus=1", "bogus");
+#undef BAD
+    snprintf(u, sizeof u, "mysql://dlock:s3cr3t-pw@127.0.0.1:%s", port);
+    expect_open_error(u, DLOCK_EINVAL, "path");
+    snprintf(u, sizeof u, "mysql://dlock:s3cr3t-pw@127.0.0.1:%s/a/b", port);
+    expect_open_error(u, DLOCK_EINVAL, "path");
+    snprintf(u, sizeof u, "mysql://127.0.0.1:%s/dlock", port);
+    expect_open_error(u, DLOCK_EINVAL, "user");
+    snprintf(u, sizeof u, "mysql://dlock:s3cr3t-pw@127.0.0.1:%s,h2/dlock",
+             port);
+    expect_open_error(u, DLOCK_EINVAL, "host");
+    /* The server's own words for a wrong password, without it. */
+    snprintf(u, sizeof u, "mariadb://dlock:s3cr3t-pw@127.0.0.1:%s/dlock",
+             port);
+    expect_open_error(u, DLOCK_ECONNECT, "Access denied");
+    /* TLS demanded of a server without it: a clear refusal, whether the
+     * client library refuses (verify) or dlock does (require). */
+    expect_open_error(uri_for(1, "insert", "ssl=require&timeout=2s"),
+                      DLOCK_ECONNECT, "TLS");
+    expect_open_error(uri_for(1, "get_lock", "ssl=verify&timeout=2s"),
+                      DLOCK_ECONNECT, "SSL");
+}
+
+/* Tables appear on first use, named after table=, and again if dropped
+ * while clients are connected. */
+static void mysql__tables_created_on_first_use(void **state)
+{
+    char t[64], extra[96];
+
+    (void)state;
+    snprintf(t, sizeof t, "dlock_fresh_%ld", (long)getpid());
+    snprintf(extra, sizeof extra, "table=%s", t);
+    adm_exec("DROP TABLE IF EXISTS %s, %s_fence, %s_rows", t, t, t);
+    for (int m = 0; m < NMODES; m++) {
+        dlock_client *c = client_for(modes[m], extra);
+        dlock_lock *lk = h_lock(c, h_name("fresh"), 0, 0);
+
+        assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        /* Dropped behind the client's back: made again on next use. */
+        adm_exec("DROP TABLE IF EXISTS %s_fence", t);
+        assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
+        assert_true(dlock_fence(lk) > 0);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        dlock_lock_free(lk);
+        dlock_client_close(c);
+    }
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM information_schema.TABLES "
+                             "WHERE TABLE_SCHEMA = 'dlock' AND TABLE_NAME "
+                             "IN ('%s', '%s_fence', '%s_rows')",
+                             t, t, t),
+                     3);
+}
+
+/* dlock inspect in every mode: held or not, by whom where the server can
+ * say, the last fence, the lease left; the look takes nothing. */
+static void mysql__inspect_each_mode(void **state)
+{
+    (void)state;
+    for (int m = 0; m < NMODES; m++) {
+        dlock_client *a = client_for(modes[m], NULL);
+        dlock_client *b = client_for(modes[m], NULL);
+        const char *name = h_name("inspect");
+        dlock_lock *lk = h_lock(a, name, 0, 0), *other = h_lock(b, name, 0, 0);
+        dlock_state st;
+        uint64_t fence;
+
+        assert_int_equal(dlock_inspect(b, name, &st), DLOCK_OK);
+        assert_int_equal(st.held, 0);
+        assert_int_equal(st.fence, 0);
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+        fence = dlock_fence(lk);
+        assert_int_equal(dlock_inspect(b, name, &st), DLOCK_OK);
+        if (st.held != 1)
+            fail_msg("%s: held %d: %s", modes[m], st.held,
+                     dlock_client_errmsg(b));
+        assert_int_equal(st.fence, fence);
+        if (m == 0) {
+            assert_string_equal(st.owner, dlock_lock_owner(lk));
+            assert_true(st.remaining_ms > 0 && st.remaining_ms <= 30000);
+        } else if (m == 2) {
+            assert_non_null(strstr(st.owner, "mysql connection"));
+        }
+        /* Looking took nothing: still held, still exclusive. */
+        assert_int_equal(dlock_try_acquire(other), DLOCK_EBUSY);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        assert_int_equal(dlock_inspect(b, name, &st), DLOCK_OK);
+        assert_int_equal(st.held, 0);
+        assert_int_equal(st.fence, fence);
+        /* ...and the free lock is not left taken by the look either. */
+        assert_int_equal(dlock_try_acquire(other), DLOCK_OK);
+        assert_int_equal(dlock_release(other), DLOCK_OK);
+        dlock_lock_free(lk);
+        dlock_lock_free(other);
+        dlock_client_close(a);
+        dlock_client_close(b);
+    }
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+/* A thousand GET_LOCK locks of one client on a handful of connections;
+ * FOR UPDATE needs a connection per held lock, as its caps say. */
+static void mysql__get_lock_shares_connections(void **state)
+{
+    enum { N = 1000, M = 20 };
+    static dlock_lock *lks[N];
+    dlock_client *c = client_for("get_lock", "lease=3s");
+    dlock_client *o = client_for("get_lock", NULL);
+    char name[64];
+    long long before, during;
+
+    (void)state;
+    assert_true(h_caps(c) & DLOCK_CAP_CONN_BOUND);
+    assert_false(h_caps(c) & DLOCK_CAP_SESSION_PER_LOCK);
+    before = dlock_connections();
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "%s-%d", h_name("many"), i);
+        lks[i] = h_lock(c, name, 0, 0);
+        assert_int_equal(dlock_try_acquire(lks[i]), DLOCK_OK);
+    }
+    during = dlock_connections();
+    fprintf(stderr, "  get_lock: %d locks held, dlock connections %lld -> "
+                    "%lld\n",
+            N, before, during);
+    assert_true(during - before <= 3);
+    /* They are really held, and renewed (one ping per connection). */
+    h_sleep_ms(1200);
+    for (int i = 0; i < N; i += 97) {
+        dlock_lock *x = h_lock(o, dlock_lock_name(lks[i]), 0, 0);
+        assert_int_equal(dlock_try_acquire(x), DLOCK_EBUSY);
+        dlock_lock_free(x);
+        assert_true(dlock_held(lks[i]));
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(dlock_release(lks[i]), DLOCK_OK);
+        dlock_lock_free(lks[i]);
+    }
+    dlock_client_close(c);
+    dlock_client_close(o);
+
+    c = client_for("for_update", NULL);
+    assert_true(h_caps(c) & DLOCK_CAP_SESSION_PER_LOCK);
+    before = dlock_connections();
+    for (int i = 0; i < M; i++) {
+        snprintf(name, sizeof name, "%s-%d", h_name("rows"), i);
+        lks[i] = h_lock(c, name, 0, 0);
+        assert_int_equal(dlock_try_acquire(lks[i]), DLOCK_OK);
+    }
+    during = dlock_connections();
+    fprintf(stderr, "  for_update: %d locks held, dlock connections %lld -> "
+                    "%lld\n",
+            M, before, during);
+    assert_true(during - before >= M - 1);
+    for (int i = 0; i < M; i++) {
+        assert_int_equal(dlock_release(lks[i]), DLOCK_OK);
+        dlock_lock_free(lks[i]);
+    }
+    dlock_client_close(c);
+}
+
+/* Child role "hold URI NAME GATE_FD": take the lock, say so, wait. */
+static int hold_child(char **args)
+{
+    dlock_client *c = h_client(args[0]);
+    dlock_lock *lk = c != NULL ? h_lock(c, args[1], 0, 0) : NULL;
+    char b = 1;
+
+    if (lk == NULL || dlock_acquire(lk, 10000) != DLOCK_OK)
+        return 3;
+    if (write(atoi(args[2]), &b, 1) != 1)
+        return 4;
+    for (;;)
+        pause();
+}
+
+/* SIGKILL of the holder: a connection-bound lock is free as soon as the
+ * server sees the connection close, whatever the lease; an insert row
+ * stays until its lease runs out. */
+static void mysql__holder_killed_frees_lock(void **state)
+{
+    (void)state;
+    for (int m = 0; m < NMODES; m++) {
+        bool lease = m == 0;
+        const char *uri = uri_for(1, modes[m], lease ? "lease=2s"
+                                                     : "lease=60s");
+        dlock_client *c = client_for(modes[m], NULL);
+        const char *name = h_name("killed");
+        dlock_lock *b = h_lock(c, name, 0, 0);
+        struct h_gate gate;
+        char fd[16];
+        int64_t t0;
+        pid_t pid;
+
+        h_gate_init(&gate);
+        snprintf(fd, sizeof fd, "%d", gate.fd[1]);
+        pid = h_spawn("hold", uri, name, fd);
+        assert_true(h_gate_wait(&gate, 30000));
+        assert_int_equal(dlock_try_acquire(b), DLOCK_EBUSY);
+        kill(pid, SIGKILL);
+        assert_int_equal(h_wait(pid), 128 + SIGKILL);
+        t0 = h_now_ms();
+        if (lease) /* the row outlives its process */
+            assert_int_equal(dlock_try_acquire(b), DLOCK_EBUSY);
+        assert_int_equal(dlock_acquire(b, 20000), DLOCK_OK);
+        fprintf(stderr, "  %s: free %lld ms after the SIGKILL\n", modes[m],
+                (long long)(h_now_ms() - t0));
+        if (!lease)
+            assert_true(h_now_ms() - t0 < 20000); /* not the 60 s lease */
+        assert_int_equal(dlock_release(b), DLOCK_OK);
+        dlock_lock_free(b);
+        dlock_client_close(c);
+        h_gate_close(&gate);
+    }
+}
+
+/*
+ * A DBA kills the holder's connections. Connection-bound modes lose the
+ * lock (the watchdog says so); insert reconnects and keeps it. Either way
+ * the next holder's fence is above the old one: for_update must not hand
+ * out again a token its rolled-back transaction had bumped.
+ */
+static void mysql__killed_connection_and_fence(void **state)
+{
+    (void)state;
+    for (int m = 0; m < NMODES; m++) {
+        bool lease = m == 0;
+        dlock_client *a = client_for(modes[m], NULL), *b;
+        const char *name = h_name("kill");
+        dlock_lock *la = lost_lock(a, name, 900), *lb;
+        uint64_t f1;
+        int rc;
+
+        atomic_store(&lost_calls, 0);
+        assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
+        f1 = dlock_fence(la);
+        assert_true(kill_dlock_connections() >= 1);
+        if (lease) {
+            /* Renewals go on over a new connection. */
+            h_sleep_ms(1500);
+            assert_int_equal(atomic_load(&lost_calls), 0);
+            assert_true(dlock_held(la));
+            assert_int_equal(dlock_renew(la), DLOCK_OK);
+        } else {
+            assert_true(eventually_lost(1, 10000));
+            assert_int_equal(atomic_load(&lost_code), DLOCK_ELOST);
+            assert_false(dlock_held(la));
+        }
+        b = client_for(modes[m], NULL);
+        lb = h_lock(b, name, 0, 0);
+        if (lease) {
+            assert_int_equal(dlock_try_acquire(lb), DLOCK_EBUSY);
+            assert_int_equal(dlock_release(la), DLOCK_OK);
+        } else {
+            rc = dlock_release(la);
+            assert_true(rc == DLOCK_ELOST);
+        }
+        assert_int_equal(dlock_acquire(lb, 10000), DLOCK_OK);
+        fprintf(stderr, "  %s: fence %llu before the kill, %llu after\n",
+                modes[m], (unsigned long long)f1,
+                (unsigned long long)dlock_fence(lb));
+        assert_true(dlock_fence(lb) > f1);
+        assert_int_equal(dlock_release(lb), DLOCK_OK);
+        dlock_lock_free(la);
+        dlock_lock_free(lb);
+        dlock_client_close(a);
+        dlock_client_close(b);
+    }
+}
+
+struct waiter {
+    dlock_lock *lk;
+    int rc;
+};
+
+static void *wait_thread(void *arg)
+{
+    struct waiter *w = arg;
+    w->rc = dlock_acquire(w->lk, 20000);
+    return NULL;
+}
+
+/* for_update and get_lock waiters wait inside the server, where the admin
+ * can see them, and get the lock when it is released. */
+static void mysql__waiters_wait_on_the_server(void **state)
+{
+    (void)state;
+    for (int m = 1; m < NMODES; m++) {
+        dlock_client *a = client_for(modes[m], NULL);
+        dlock_client *b = client_for(modes[m], NULL);
+        const char *name = h_name("native");
+        dlock_lock *la = h_lock(a, name, 0, 0);
+        struct waiter w = {h_lock(b, name, 0, 0), -100};
+        pthread_t t;
+        long long seen = 0;
+        int64_t end;
+
+        assert_true(h_caps(b) & DLOCK_CAP_NATIVE_WAIT);
+        assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
+        pthread_create(&t, NULL, wait_thread, &w);
+        end = h_now_ms() + 10000;
+        while (seen <= 0 && h_now_ms() < end) {
+            h_sleep_ms(50);
+            seen = m == 1 ? adm_int("SELECT COUNT(*) FROM "
+                                    "information_schema.INNODB_TRX WHERE "
+                                    "trx_state = 'LOCK WAIT'")
+                          : adm_int("SELECT COUNT(*) FROM "
+                                    "information_schema.PROCESSLIST WHERE "
+                                    "USER = 'dlock' AND STATE = "
+                                    "'User lock'");
+        }
+        assert_true(seen > 0);
+        assert_int_equal(dlock_release(la), DLOCK_OK);
+        pthread_join(t, NULL);
+        assert_int_equal(w.rc, DLOCK_OK);
+        assert_int_equal(dlock_release(w.lk), DLOCK_OK);
+        dlock_lock_free(la);
+        dlock_lock_free(w.lk);
+        dlock_client_close(a);
+        dlock_client_close(b);
+    }
+}
+
+/* ---- the server goes away ------------------------------------------------ */
+
+/*
+ * A restart ends every connection: get_lock and for_update holders are
+ * told their lock is lost (the server freed it), insert holders keep their
+ * rows and renew over new connections.
+ */
+static void mysql__server_restart(void **state)
+{
+    dlock_client *c[NMODES], *o;
+    dlock_lock *lk[NMODES];
+    const char *name[NMODES];
+    char names[NMODES][64];
+    int rc;
+
+    (void)state;
+    atomic_store(&lost_calls, 0);
+    for (int m = 0; m < NMODES; m++) {
+        snprintf(names[m], sizeof names[m], "%s", h_name("restart"));
+        name[m] = names[m];
+        c[m] = client_for(modes[m], NULL);
+        lk[m] = lost_lock(c[m], name[m], m == 0 ? 20000 : 900);
+        assert_int_equal(dlock_acquire(lk[m], 0), DLOCK_OK);
+    }
+    assert_int_equal(serverctl("restart"), 0);
+    /* The two connection-bound holders hear of it. */
+    assert_true(eventually_lost(2, 15000));
+    assert_int_equal(atomic_load(&lost_code), DLOCK_ELOST);
+    assert_true(dlock_held(lk[0]));
+    assert_false(dlock_held(lk[1]));
+    assert_false(dlock_held(lk[2]));
+    /* The insert holder renews on a new connection (the first call after
+     * the restart finds the old one broken: in doubt, not lost); its row
+     * survived the restart. */
+    rc = dlock_renew(lk[0]);
+    if (rc == DLOCK_ECONNECT)
+        rc = dlock_renew(lk[0]);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(dlock_held(lk[0]));
+    for (int m = 0; m < NMODES; m++) {
+        dlock_lock *x;
+        o = client_for(modes[m], NULL);
+        x = h_lock(o, name[m], 0, 0);
+        assert_int_equal(dlock_try_acquire(x), m == 0 ? DLOCK_EBUSY
+                                                      : DLOCK_OK);
+        if (m != 0)
+            assert_int_equal(dlock_release(x), DLOCK_OK);
+        assert_int_equal(dlock_release(lk[m]), m == 0 ? DLOCK_OK
+                                                      : DLOCK_ELOST);
+        dlock_lock_free(x);
+        dlock_client_close(o);
+        dlock_lock_free(lk[m]);
+        dlock_client_close(c[m]);
+    }
+    assert_int_equal(atomic_load(&lost_calls), 2);
+}
+
+/* A paused server (SIGSTOP: connections accepted by the kernel, never
+ * answered) and a stopped one give DLOCK_ECONNECT within the timeout. */
+static void mysql__paused_or_stopped_server_gives_econnect(void **state)
+{
+    dlock_client *c[NMODES], *x = NULL;
+    dlock_lock *lk[NMODES];
+    int64_t t0, took;
+    int rc;
+
+    (void)state;
+    for (int m = 0; m < NMODES; m++) {
+        c[m] = h_client(uri_for(0, modes[m], "timeout=1s"));
+        assert_non_null(c[m]);
+        lk[m] = h_lock(c[m], h_name("down"), 0, 0);
+    }
+    assert_int_equal(serverctl("pause"), 0);
+    for (int m = 0; m < NMODES; m++) {
+        t0 = h_now_ms();
+        rc = dlock_try_acquire(lk[m]);
+        took = h_now_ms() - t0;
+        fprintf(stderr, "  paused, %s: %s in %lld ms: %s\n", modes[m],
+                dlock_err_name(rc), (long long)took,
+                dlock_lock_errmsg(lk[m]));
+        assert_int_equal(rc, DLOCK_ECONNECT);
+        assert_true(took < 1000 + 4000);
+    }
+    t0 = h_now_ms();
+    rc = dlock_client_open(&x, uri_for(0, "insert", "timeout=1s"), NULL);
+    took = h_now_ms() - t0;
+    fprintf(stderr, "  paused, open: %s in %lld ms: %s\n", dlock_err_name(rc),
+            (long long)took, dlock_client_errmsg(x));
+    dlock_client_close(x);
+    assert_int_equal(rc, DLOCK_ECONNECT);
+    assert_true(took < 1000 + 4000);
+    assert_int_equal(serverctl("resume"), 0);
+    /* Usable again: the broken sessions were replaced. */
+    for (int m = 0; m < NMODES; m++) {
+        assert_int_equal(dlock_acquire(lk[m], 10000), DLOCK_OK);
+        assert_int_equal(dlock_release(lk[m]), DLOCK_OK);
+    }
+
+    assert_int_equal(serverctl("stop"), 0);
+    for (int m = 0; m < NMODES; m++) {
+        t0 = h_now_ms();
+        rc = dlock_try_acquire(lk[m]);
+        took = h_now_ms() - t0;
+        assert_int_equal(rc, DLOCK_ECONNECT);
+        assert_true(took < 1000 + 4000);
+    }
+    x = NULL;
+    t0 = h_now_ms();
+    rc = dlock_client_open(&x, uri_for(0, "get_lock", "timeout=1s"), NULL);
+    took = h_now_ms() - t0;
+    dlock_client_close(x);
+    assert_int_equal(rc, DLOCK_ECONNECT);
+    assert_true(took < 1000 + 4000);
+    assert_int_equal(serverctl("start"), 0);
+    for (int m = 0; m < NMODES; m++) {
+        assert_int_equal(dlock_acquire(lk[m], 10000), DLOCK_OK);
+        assert_int_equal(dlock_release(lk[m]), DLOCK_OK);
+        dlock_lock_free(lk[m]);
+        dlock_client_close(c[m]);
+    }
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static int setup(void **state)
+{
+    (void)state;
+    adm_connect();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    mysql_close(adm);
+    adm = NULL;
+    return 0;
+}
+
+/* The admin connection is reopened around server restarts. */
+static int reconnect(void **state)
+{
+    teardown(state);
+    return setup(state);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest names[] = {
+        cmocka_unit_test(mysql__injection_names_leave_tables_intact),
+        cmocka_unit_test(mysql__namespace_is_a_prefix),
+        cmocka_unit_test(mysql__get_lock_names_shared_with_other_programs),
+        cmocka_unit_test(mysql__uri_parameters_checked),
+        cmocka_unit_test(mysql__tables_created_on_first_use),
+        cmocka_unit_test(mysql__inspect_each_mode),
+    };
+    const struct CMUnitTest conn[] = {
+        cmocka_unit_test(mysql__get_lock_shares_connections),
+        cmocka_unit_test(mysql__holder_killed_frees_lock),
+        cmocka_unit_test(mysql__killed_connection_and_fence),
+        cmocka_unit_test(mysql__waiters_wait_on_the_server),
+    };
+    const struct CMUnitTest server[] = {
+        cmocka_unit_test_setup_teardown(mysql__server_restart, NULL,
+                                        reconnect),
+        cmocka_unit_test_setup_teardown(
+            mysql__paused_or_stopped_server_gives_econnect, NULL, reconnect),
+    };
+    static const struct h_role roles[] = {
+        {"hold", hold_child},
+        {NULL, NULL},
+    };
+    const char *group = "";
+    int failed;
+
+    h_child_dispatch(argc, argv, roles);
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--group") == 0)
+            group = argv[i + 1];
+    base_uri = h_setup(argc, argv);
+    if (strcmp(group, "names") == 0)
+        failed = cmocka_run_group_tests_name("mysql/names", names, setup,
+                                             teardown);
+    else if (strcmp(group, "conn") == 0)
+        failed = cmocka_run_group_tests_name("mysql/conn", conn, setup,
+                                             teardown);
+    else if (strcmp(group, "server") == 0)
+        failed = cmocka_run_group_tests_name("mysql/server", server, setup,
+                                             teardown);
+    else {
+        fprintf(stderr, "usage: %s --uri URI --group names|conn|server\n",
+                argv[0]);
+        failed = 2;
+    }
+    h_cleanup();
+    return failed;
+}
