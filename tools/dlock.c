@@ -11,7 +11,7 @@
 #include "tool.h"
 
 static const struct tool_cmd *const commands[] = {
-    &tool_exec, &tool_info, &tool_inspect, &tool_demo, NULL,
+    &tool_exec, &tool_info, &tool_inspect, &tool_demo, &tool_bench, NULL,
 };
 
 int tool_exit_for(int rc)
