@@ -68,6 +68,23 @@ void bn_child_init(pid_t parent);
  * status, or -1 if it could not be reaped. */
 int bn_reap(pid_t pid, uint32_t ms);
 
+/* ---- a TCP proxy (bench_proxy.c) ---------------------------------------------- */
+
+struct bn_proxy;
+/* Listen on 127.0.0.1 at a free port and forward to host:port. */
+int bn_proxy_start(struct bn_proxy **out, const char *host, int port,
+                   char *err, size_t errlen);
+int bn_proxy_port(const struct bn_proxy *p);
+/* Reset every proxied connection and refuse (reset) new ones; returns
+ * when it is done. */
+void bn_proxy_down(struct bn_proxy *p);
+/* Forward new connections again. */
+void bn_proxy_up(struct bn_proxy *p);
+/* Connections forwarded, cut by bn_proxy_down(), refused while down. */
+void bn_proxy_counts(struct bn_proxy *p, unsigned *served, unsigned *cut,
+                     unsigned *refused);
+void bn_proxy_stop(struct bn_proxy *p);
+
 /* ---- progress ------------------------------------------------------------------ */
 
 /* A one-line progress report on stderr, only when stderr is a terminal;
