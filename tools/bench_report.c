@@ -207,6 +207,14 @@ void bench_print_table(const struct bench_run *run)
             printf("    not measured: %s\n", r->open.msg);
     }
 
+    any = false;
+    for (size_t i = 0; i < run->n; i++)
+        any = any || run->r[i].open.ran;
+    if (!any) {
+        fflush(stdout);
+        return;
+    }
+
     if (run->workloads & (WL_UNCONTENDED | WL_FLOOR)) {
         printf("\nuncontended: one handle, acquire+release cycles on one "
                "name; floor: the\nsame count of cycles with the bare client "

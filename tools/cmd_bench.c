@@ -918,6 +918,12 @@ static int bench_run_cmd(int argc, char **argv)
     bench_print_table(&run);
     for (size_t i = 0; i < run.n; i++) {
         struct bench_result *r = &run.r[i];
+        const struct bench_status *sts[] = {&r->open, &r->unc_st, &r->floor_st,
+                                            &r->con_st, &r->many_st};
+        for (size_t k = 0; k < 5; k++)
+            if (!sts[k]->ran && sts[k]->rc != DLOCK_OK &&
+                sts[k]->rc != DLOCK_EUNSUPPORTED)
+                tool_err("bench", "[%zu] %s: %s", i + 1, r->uri, sts[k]->msg);
         status = worst(status, &r->open);
         status = worst(status, &r->unc_st);
         status = worst(status, &r->con_st);

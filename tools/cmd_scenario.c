@@ -1142,7 +1142,9 @@ static int scenario_run(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "__actor") == 0)
         return actor_main(argc, argv);
     if (argc < 2) {
-        scenario_help();
+        tool_err("scenario", "missing NAME: one of holder-crash, "
+                 "holder-pause, conn-drop, server-restart, waiter-crash "
+                 "(usage: see `dlock scenario --help`)");
         return EXIT_USAGE;
     }
     if (tool_is_help(argv[1])) {
