@@ -514,9 +514,23 @@ static void run_contended(const struct bench_run *run, const char *uri,
     }
     atomic_store(&shm->phase, PHASE_STOP);
     bn_progress("%s: contended, stopping workers", g_label);
-    for (unsigned i = 0; i < n; i++)
-        if (pids[i] > 0)
-            bn_reap(pids[i], WORKER_TIMEOUT_MS + ACQUIRE_TIMEOUT_MS + 5000);
+    for (unsigned i = 0; i < n; i++) {
+        if (pids[i] <= 0)
+            continue;
+        int st = bn_reap(pids[i], WORKER_TIMEOUT_MS + ACQUIRE_TIMEOUT_MS + 5000);
+        /* A worker that crashed (or a sanitizer that stopped it) makes
+         * the figures suspect: say so rather than print them. */
+        if (st != 0 && atomic_load(&shm->failed) == 0) {
+            char why[96];
+            if (st > 0 && WIFSIGNALED(st))
+                snprintf(why, sizeof why, "worker %u died of signal %d", i,
+                         WTERMSIG(st));
+            else
+                snprintf(why, sizeof why, "worker %u exited with status %d", i,
+                         st > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+            shm_fail(shm, DLOCK_ERROR, why);
+        }
+    }
 
     if (atomic_load(&shm->failed) != 0) {
         status_fail(&r->con_st, atomic_load(&shm->failed), "contended",

@@ -189,6 +189,10 @@ static int run_round(const char *dir, enum guard guard, const char *uri,
     }
     stock_write(fd, stock);
     snprintf(name, sizeof name, "dlock-demo-inventory-%ld", (long)getpid());
+    /* A forked child must not inherit (and maybe print again) what is
+     * still buffered: TSan's _exit() flushes stdio. */
+    fflush(stdout);
+    fflush(stderr);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned long i = 0; i < workers; i++) {
         pid_t pid = fork();

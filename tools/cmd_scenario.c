@@ -616,9 +616,13 @@ static void actor_kill(struct sc *s, struct actor *a)
     a->eof = true;
 }
 
-/* Every actor: ask to exit, then kill what is left, and reap. */
-static void actors_finish(struct sc *s)
+/* Every actor: ask to exit, then kill what is left, and reap. False when
+ * one had died on its own (a crash, or a sanitizer's report), which makes
+ * the run suspect. */
+static bool actors_finish(struct sc *s)
 {
+    bool clean = true;
+
     for (size_t i = 0; i < s->nactors; i++) {
         struct actor *a = &s->actors[i];
         if (a->pid > 0) {
@@ -628,8 +632,18 @@ static void actors_finish(struct sc *s)
     }
     for (size_t i = 0; i < s->nactors; i++) {
         struct actor *a = &s->actors[i];
-        if (a->pid > 0)
-            bn_reap(a->pid, REPLY_TIMEOUT_MS);
+        if (a->pid > 0) {
+            int st = bn_reap(a->pid, REPLY_TIMEOUT_MS);
+            /* exit 0 after "exit"; an actor that failed to open reports
+             * that itself (EX_USAGE, EX_UNAVAILABLE...) */
+            if (st != 0 && !(st > 0 && WIFEXITED(st) &&
+                             (WEXITSTATUS(st) == EXIT_USAGE ||
+                              WEXITSTATUS(st) == EXIT_UNAVAILABLE))) {
+                tool_err("scenario", "%s (%s) ended abnormally (status %d)",
+                         a->label, a->role, st);
+                clean = false;
+            }
+        }
         a->pid = 0;
         if (a->to >= 0)
             close(a->to);
@@ -638,6 +652,7 @@ static void actors_finish(struct sc *s)
         a->to = a->from = -1;
     }
     s->nactors = 0;
+    return clean;
 }
 
 /* ---- the scenarios ------------------------------------------------------------------- */
@@ -1249,7 +1264,8 @@ static int scenario_run(int argc, char **argv)
            s.lease_ms, s.wait_ms);
     fflush(stdout);
     rc = scenarios[which].run(&s);
-    actors_finish(&s);
+    if (!actors_finish(&s) && rc == DLOCK_OK)
+        rc = DLOCK_ERROR;
     bn_proxy_stop(s.proxy);
     s.proxy = NULL;
 

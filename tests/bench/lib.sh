@@ -22,13 +22,21 @@ expect_usage() {
     shift 2
     "$@" >"$work/out" 2>"$work/err"
     rc=$?
-    if [ $rc = 64 ] && grep -q -- "$word" "$work/err"; then
+    if [ $rc = 64 ] && grep -q -- "$word" "$work/err" &&
+        ! grep -q -E 'Sanitizer|runtime error:' "$work/err"; then
         ok "$name"
     else
         not_ok "$name (exit $rc, stderr: $(head -c 300 "$work/err"))"
     fi
 }
 finish() {
+    # A sanitizer report in any child (worker, actor) fails the test.
+    if grep -l -E 'Sanitizer|runtime error:' "$work"/* 2>/dev/null; then
+        not_ok "a sanitizer reported (files above)"
+        grep -h -A5 -E 'Sanitizer|runtime error:' "$work"/* | head -40
+    else
+        ok "no sanitizer report"
+    fi
     echo "$passed passed, $failed failed"
     [ "$failed" = 0 ]
 }

@@ -78,7 +78,7 @@ grep -q '^| file/ofd |' "$work/b.md" && ok "Markdown has a row per backend" ||
 
 # ---- one workload only ------------------------------------------------------
 "$DLOCK" bench --uri "$uri" --duration 200ms --warmup 0 --workloads many \
-    --locks 10 --lease 150ms --json "$work/m.json" >/dev/null 2>&1
+    --locks 10 --lease 150ms --json "$work/m.json" >/dev/null 2>"$work/m.err"
 rc=$?
 [ $rc = 0 ] && ok "--workloads many runs alone" || not_ok "--workloads many (exit $rc)"
 "$CHECK_JSON" "$work/m.json" results.0.many_locks.lease_ms:pos \
@@ -102,7 +102,7 @@ expect_usage "unknown option" --bogus "$DLOCK" bench --bogus
 expect_usage "option without value" --duration "$DLOCK" bench --duration
 expect_usage "stray argument" stray "$DLOCK" bench stray
 expect_usage "empty --uri" --uri "$DLOCK" bench --uri ''
-"$DLOCK" bench --uri 'file://relative' --duration 100ms --warmup 0 >/dev/null 2>&1
+"$DLOCK" bench --uri 'file://relative' --duration 100ms --warmup 0 >/dev/null 2>"$work/rel.err"
 rc=$?
 [ $rc = 64 ] && ok "a bad URI exits 64" || not_ok "a bad URI exits 64 (got $rc)"
 "$DLOCK" bench --uri 'file:///proc/dlock-no/such' --duration 100ms --warmup 0 \

@@ -88,11 +88,11 @@ expect_usage "server-restart on a server URI needs --restart-cmd" --restart-cmd 
     "$DLOCK" scenario server-restart --uri 'redis://127.0.0.1:6379'
 # The proxy starts and points at port 1; the actor then reports the
 # unknown scheme: a usage error, and nothing left running.
-"$DLOCK" scenario conn-drop --uri 'nosuch://127.0.0.1:1' >/dev/null 2>&1
+"$DLOCK" scenario conn-drop --uri 'nosuch://127.0.0.1:1' >/dev/null 2>"$work/nosuch.err"
 rc=$?
 [ $rc = 64 ] && ok "conn-drop on an unknown scheme exits 64" ||
     not_ok "conn-drop unknown scheme (exit $rc)"
-"$DLOCK" scenario holder-crash --uri 'file:///proc/dlock-no/such' >/dev/null 2>&1
+"$DLOCK" scenario holder-crash --uri 'file:///proc/dlock-no/such' >/dev/null 2>"$work/unreach.err"
 rc=$?
 [ $rc = 69 ] && ok "an unreachable service exits 69" || not_ok "unreachable (exit $rc)"
 
