@@ -264,6 +264,7 @@ struct sc {
     char scheme[32], mode[64];
     json_object *events, *results;
     char outcome[512];
+    char summary[160]; /* a few words for a table cell */
     int status; /* a failure that ended the scenario early */
 };
 
@@ -717,6 +718,7 @@ static int sc_holder_crash(struct sc *s)
     if (g.ok) {
         double ms = ((double)g.t - (double)t_kill) / 1e6;
         result(s, "kill_to_next_acquire_ms", jms(ms));
+        snprintf(s->summary, sizeof s->summary, "free after %.0f ms", ms);
         snprintf(s->outcome, sizeof s->outcome,
                  "the next holder got the lock %.0f ms after the holder was "
                  "killed (%s)",
@@ -726,6 +728,8 @@ static int sc_holder_crash(struct sc *s)
                      : "freed with the holder's connection/session");
     } else {
         result(s, "kill_to_next_acquire_ms", NULL);
+        snprintf(s->summary, sizeof s->summary, "NOT free after %.0f ms",
+                 ((double)g.t - (double)t_kill) / 1e6);
         snprintf(s->outcome, sizeof s->outcome,
                  "the lock was NOT free %.0f ms after the holder was killed",
                  ((double)g.t - (double)t_kill) / 1e6);
@@ -792,6 +796,22 @@ static int sc_holder_pause(struct sc *s)
            json_object_new_string(stale));
     result(s, "a_release", json_object_new_string(err));
 
+    char told[64] = "never told";
+    if (a->lost)
+        snprintf(told, sizeof told, "told %.0f ms after resuming",
+                 ((double)a->lost_ns - (double)t_cont) / 1e6);
+    if (!gb.ok)
+        snprintf(s->summary, sizeof s->summary, "no second holder (%s)",
+                 has(s, DLOCK_CAP_LEASE) ? "lease renewed" : "no lease");
+    else if (strcmp(stale, "rejected") == 0)
+        snprintf(s->summary, sizeof s->summary,
+                 "second holder got in; stale write rejected by fence; %s",
+                 told);
+    else
+        snprintf(s->summary, sizeof s->summary,
+                 "second holder got in; stale write %s%s; %s",
+                 strcmp(stale, "unchecked") == 0 ? "ACCEPTED" : stale,
+                 ga.fence == 0 ? " (no fencing)" : "", told);
     if (!gb.ok)
         snprintf(s->outcome, sizeof s->outcome,
                  "no second holder: the lock did not expire while its holder "
@@ -841,6 +861,7 @@ static int sc_conn_drop(struct sc *s)
         result(s, "applicable", json_object_new_boolean(false));
         snprintf(s->outcome, sizeof s->outcome,
                  "not applicable: no connection to drop");
+        snprintf(s->summary, sizeof s->summary, "n/a (no connection)");
         return DLOCK_OK;
     }
     if (bn_proxy_start(&s->proxy, host, port, err, sizeof err) != 0) {
@@ -905,6 +926,9 @@ static int sc_conn_drop(struct sc *s)
                  ((double)a->lost_ns - (double)t_drop) / 1e6);
     else
         snprintf(told, sizeof told, "never told");
+    snprintf(s->summary, sizeof s->summary, "holder %s; other %s; %s after",
+             told, gb.ok ? "got it" : "did not get it",
+             a_held == 1 ? "still held" : "not held");
     snprintf(s->outcome, sizeof s->outcome,
              "holder %s; another client %s; after restore the holder %s",
              told,
@@ -955,6 +979,7 @@ static int sc_server_restart(struct sc *s)
             result(s, "applicable", json_object_new_boolean(false));
             snprintf(s->outcome, sizeof s->outcome,
                      "not applicable: no server to restart");
+            snprintf(s->summary, sizeof s->summary, "n/a (no server)");
             return DLOCK_OK;
         }
         tool_err("scenario", "server-restart: needs --restart-cmd CMD (e.g. "
@@ -999,6 +1024,10 @@ static int sc_server_restart(struct sc *s)
                                   ? NULL
                                   : json_object_new_string(gw.err));
 
+    snprintf(s->summary, sizeof s->summary, "holder %s; waiter %s%s",
+             a->lost ? "told" : a_held == 1 ? "still holds" : "not told",
+             gw.ok ? "got it" : "did not get it",
+             gw.ok && a_held == 1 ? " (TWO HOLDERS)" : "");
     snprintf(s->outcome, sizeof s->outcome,
              "restart took %.0f ms (exit %d); holder %s; waiter %s%s",
              ((double)t_r1 - (double)t_r0) / 1e6, st,
@@ -1060,6 +1089,12 @@ static int sc_waiter_crash(struct sc *s)
     result(s, "baseline_handoff_ms", jms(base));
     result(s, "next_waiter_got_lock", json_object_new_boolean(g.ok));
     result(s, "release_to_next_acquire_ms", g.ok ? jms(after) : NULL);
+    if (g.ok)
+        snprintf(s->summary, sizeof s->summary,
+                 "next waiter in %.1f ms (baseline %.1f ms)", after, base);
+    else
+        snprintf(s->summary, sizeof s->summary,
+                 "next waiter BLOCKED for %" PRIu32 " ms", s->wait_ms);
     if (g.ok)
         snprintf(s->outcome, sizeof s->outcome,
                  "the next waiter got the lock %.1f ms after the release "
@@ -1279,7 +1314,7 @@ static int scenario_run(int argc, char **argv)
             printf("  %-40s %s\n", key,
                    val == NULL ? "n/a" : json_object_get_string(val));
         }
-        printf("outcome: %s\n", s.outcome);
+        printf("outcome: %s\nsummary: %s\n", s.outcome, s.summary);
     } else {
         printf("outcome: not run (%s)\n", dlock_strerror(rc));
     }
@@ -1305,6 +1340,9 @@ static int scenario_run(int argc, char **argv)
         json_object_object_add(root, "ran", json_object_new_boolean(rc == DLOCK_OK));
         json_object_object_add(root, "events", s.events);
         json_object_object_add(root, "results", s.results);
+        json_object_object_add(root, "summary",
+                               rc == DLOCK_OK ? json_object_new_string(s.summary)
+                                              : NULL);
         json_object_object_add(root, "outcome",
                                json_object_new_string(rc == DLOCK_OK ? s.outcome
                                                                      : dlock_strerror(rc)));
