@@ -336,75 +336,138 @@ static double us(uint64_t ns)
     return (double)ns / 1e3;
 }
 
+/* A goal cell, or "–" when its workload was not run at all. */
+static void md_goal(FILE *f, const struct bench_goal *g, const char *unit)
+{
+    char t[256];
+
+    fprintf(f, "| %s ", goal_text(g, unit, t, sizeof t));
+}
+
+/* Tables only for the workloads that ran: speed (uncontended, floor,
+ * contended), many locks, and the goals they can judge. */
 int bench_write_markdown(const struct bench_run *run, const char *path)
 {
     FILE *f = fopen(path, "w");
+    bool speed = run->workloads & (WL_UNCONTENDED | WL_FLOOR | WL_CONTENDED);
+    bool many = run->workloads & WL_MANY;
     struct machine m;
-    char lab[128], t[256];
+    char lab[128];
 
     if (f == NULL)
         return -1;
     machine_describe(&m);
     fprintf(f, "Measured %s with dlock %s on %s %s, %s, %ld CPUs, cpuidle "
-               "%s; %.1f s per workload after a %.1f s warm-up per URI, "
-               "%lu contending processes, %lu held locks.\n\n",
+               "%s; %.1f s per workload",
             run->date, dlock_version(), m.sysname, m.release,
             m.cpu_model[0] ? m.cpu_model : "unknown CPU", m.nproc,
             m.cpuidle_driver[0] ? m.cpuidle_driver : "none",
-            run->duration_ms / 1e3, run->warmup_ms / 1e3, run->workers,
-            run->locks);
+            run->duration_ms / 1e3);
+    if (run->warmup_ms > 0)
+        fprintf(f, " after a %.1f s warm-up per URI", run->warmup_ms / 1e3);
+    if (run->workloads & WL_CONTENDED)
+        fprintf(f, ", %lu contending processes", run->workers);
+    if (many)
+        fprintf(f, ", %lu held locks", run->locks);
+    fprintf(f, ".\n\n");
+    for (size_t i = 0; i < run->n; i++)
+        if (!run->r[i].open.ran)
+            fprintf(f, "- %s: not measured: %s\n\n",
+                    label_of(&run->r[i], lab, sizeof lab), run->r[i].open.msg);
 
-    fprintf(f, "| backend/mode | uncontended ops/s | p50 µs | p99 µs | "
-               "p99.9 µs | floor p50 µs | dlock/floor | hand-offs/s | "
-               "hand-off p50 µs | p99 µs | Jain | watchdog CPU | bytes/lock |\n");
-    fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
-    for (size_t i = 0; i < run->n; i++) {
-        const struct bench_result *r = &run->r[i];
-        label_of(r, lab, sizeof lab);
-        if (!r->open.ran) {
-            fprintf(f, "| %s | not measured: %s |||||||||||| \n", lab,
-                    r->open.msg);
-            continue;
+    if (speed) {
+        fprintf(f, "| backend/mode | uncontended ops/s | p50 µs | p99 µs | "
+                   "p99.9 µs | floor p50 µs | dlock/floor | hand-offs/s | "
+                   "hand-off p50 µs | p99 µs | Jain |\n");
+        fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+        for (size_t i = 0; i < run->n; i++) {
+            const struct bench_result *r = &run->r[i];
+            if (!r->open.ran)
+                continue;
+            fprintf(f, "| %s ", label_of(r, lab, sizeof lab));
+            if (r->unc_st.ran)
+                fprintf(f, "| %.0f | %.1f | %.1f | %.1f ", r->unc.per_s,
+                        us(r->unc.p50), us(r->unc.p99), us(r->unc.p999));
+            else
+                fprintf(f, "| – | – | – | – ");
+            if (r->floor_st.ran)
+                fprintf(f, "| %.1f | %.2f× ", us(r->floor.p50), r->floor_ratio);
+            else
+                fprintf(f, "| n/a | n/a ");
+            if (r->con_st.ran && r->handoff.n > 0)
+                fprintf(f, "| %.0f | %.1f | %.1f | %.3f |\n",
+                        r->handoffs_per_s, us(r->handoff.p50),
+                        us(r->handoff.p99), r->fair_jain);
+            else
+                fprintf(f, "| – | – | – | – |\n");
         }
-        fprintf(f, "| %s ", lab);
-        if (r->unc_st.ran)
-            fprintf(f, "| %.0f | %.1f | %.1f | %.1f ", r->unc.per_s,
-                    us(r->unc.p50), us(r->unc.p99), us(r->unc.p999));
-        else
-            fprintf(f, "| – | – | – | – ");
-        if (r->floor_st.ran)
-            fprintf(f, "| %.1f | %.2f× ", us(r->floor.p50), r->floor_ratio);
-        else
-            fprintf(f, "| n/a | n/a ");
-        if (r->con_st.ran && r->handoff.n > 0)
-            fprintf(f, "| %.0f | %.1f | %.1f | %.3f ", r->handoffs_per_s,
-                    us(r->handoff.p50), us(r->handoff.p99), r->fair_jain);
-        else
-            fprintf(f, "| – | – | – | – ");
-        if (r->many_st.ran)
-            fprintf(f, "| %.2f%% (%lu locks) | %.0f |\n", r->wd_cpu_pct,
-                    r->locks, r->bytes_per_lock);
-        else
-            fprintf(f, "| – | – |\n");
+        fprintf(f, "\n");
     }
 
-    fprintf(f, "\n| backend/mode | uncontended ≤ %.2f× floor | hand-off ≤ "
-               "%.0f× RTT | watchdog < %.0f%% at %d locks |\n",
-            GOAL_FLOOR_RATIO, GOAL_HANDOFF_RTTS, GOAL_WATCHDOG_PCT,
-            GOAL_WATCHDOG_LOCKS);
-    fprintf(f, "|---|---|---|---|\n");
+    if (many) {
+        fprintf(f, "| backend/mode | held locks | lease | renewals/s expected "
+                   "| renewals/s observed | watchdog CPU (one core) | "
+                   "bytes/lock | lost |\n");
+        fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|\n");
+        for (size_t i = 0; i < run->n; i++) {
+            const struct bench_result *r = &run->r[i];
+            if (!r->open.ran)
+                continue;
+            fprintf(f, "| %s ", label_of(r, lab, sizeof lab));
+            if (!r->many_st.ran) {
+                fprintf(f, "| not measured: %s ||||||| \n", r->many_st.msg);
+                continue;
+            }
+            char lease[32];
+            fprintf(f, "| %lu | %s | %.0f | ", r->locks,
+                    bn_fmt_ns((uint64_t)r->lease_ms * 1000000u, lease,
+                              sizeof lease),
+                    r->renew_expected_per_s);
+            if (r->renew_observable)
+                fprintf(f, "%.0f ", r->renew_observed_per_s);
+            else
+                fprintf(f, "n/a ");
+            fprintf(f, "| %.2f%% | %.0f | %lu |\n", r->wd_cpu_pct,
+                    r->bytes_per_lock, r->lost);
+        }
+        fprintf(f, "\n");
+    }
+
+    fprintf(f, "| backend/mode ");
+    if (run->workloads & (WL_UNCONTENDED | WL_FLOOR))
+        fprintf(f, "| uncontended ≤ %.2f× floor ", GOAL_FLOOR_RATIO);
+    if (run->workloads & WL_CONTENDED)
+        fprintf(f, "| hand-off ≤ %.0f× RTT ", GOAL_HANDOFF_RTTS);
+    if (many)
+        fprintf(f, "| watchdog < %.0f%% of a core at %d locks ",
+                GOAL_WATCHDOG_PCT, GOAL_WATCHDOG_LOCKS);
+    fprintf(f, "|\n|---");
+    if (run->workloads & (WL_UNCONTENDED | WL_FLOOR))
+        fprintf(f, "|---");
+    if (run->workloads & WL_CONTENDED)
+        fprintf(f, "|---");
+    if (many)
+        fprintf(f, "|---");
+    fprintf(f, "|\n");
     for (size_t i = 0; i < run->n; i++) {
         const struct bench_result *r = &run->r[i];
         struct bench_goal g;
         if (!r->open.ran)
             continue;
         fprintf(f, "| %s ", label_of(r, lab, sizeof lab));
-        bench_goal_floor(r, &g);
-        fprintf(f, "| %s ", goal_text(&g, "×", t, sizeof t));
-        bench_goal_handoff(r, &g);
-        fprintf(f, "| %s ", goal_text(&g, "×", t, sizeof t));
-        bench_goal_watchdog(r, &g);
-        fprintf(f, "| %s |\n", goal_text(&g, "%", t, sizeof t));
+        if (run->workloads & (WL_UNCONTENDED | WL_FLOOR)) {
+            bench_goal_floor(r, &g);
+            md_goal(f, &g, "×");
+        }
+        if (run->workloads & WL_CONTENDED) {
+            bench_goal_handoff(r, &g);
+            md_goal(f, &g, "×");
+        }
+        if (many) {
+            bench_goal_watchdog(r, &g);
+            md_goal(f, &g, "%");
+        }
+        fprintf(f, "|\n");
     }
     return fclose(f) == 0 ? 0 : -1;
 }

@@ -251,7 +251,12 @@ struct sc {
     const char *uri;      /* as given (may be NULL: the default) */
     char red[1024];       /* with the password hidden */
     char name[128];       /* the lock name */
-    uint32_t lease_ms, wait_ms, down_ms, pause_ms;
+    uint32_t lease_ms;  /* the lock lease the actors ask for */
+    uint32_t eff_ms;    /* how long a silent holder keeps the lock: the
+                         * lock lease, or the session's for session-bound
+                         * modes (see set_timing) */
+    uint32_t wait_ms, down_ms, pause_ms; /* 0 until set_timing, unless
+                                          * given as options */
     const char *restart_cmd;
     char dir[64];         /* temporary: the toy storage */
     char storage[128];
@@ -300,20 +305,6 @@ static void result(struct sc *s, const char *key, json_object *value)
     json_object_object_add(s->results, key, value);
 }
 
-static bool take_line(struct actor *a, char *line, size_t cap)
-{
-    char *nl = memchr(a->buf, '\n', a->len);
-    size_t n;
-
-    if (nl == NULL)
-        return false;
-    n = (size_t)(nl - a->buf);
-    snprintf(line, cap, "%.*s", (int)n, a->buf);
-    memmove(a->buf, nl + 1, a->len - n - 1);
-    a->len -= n + 1;
-    return true;
-}
-
 /* Does line start with one of the words in "w1|w2"? */
 static bool starts_with_any(const char *line, const char *words)
 {
@@ -330,22 +321,64 @@ static bool starts_with_any(const char *line, const char *words)
     return false;
 }
 
-/* Handle one event line; true when it is the one the caller waits for. */
-static bool handle(struct sc *s, struct actor *a, const char *line,
-                   const struct actor *who, const char *words)
+/* A "lost" event: record it and put it on the timeline. */
+static void on_lost_line(struct sc *s, struct actor *a, const char *line)
 {
-    if (strncmp(line, "lost ", 5) == 0) {
-        unsigned long long t = 0;
-        int off = 0;
-        sscanf(line, "lost %llu %31s %n", &t, a->lost_code, &off);
-        a->lost = true;
-        a->lost_ns = t;
-        snprintf(a->lost_why, sizeof a->lost_why, "%s", off ? line + off : "");
-        say(s, t, a->label, "told: lock lost (%s): %s", a->lost_code,
-            a->lost_why);
-        return false;
+    unsigned long long t = 0;
+    int off = 0;
+
+    sscanf(line, "lost %llu %31s %n", &t, a->lost_code, &off);
+    a->lost = true;
+    a->lost_ns = t;
+    snprintf(a->lost_why, sizeof a->lost_why, "%s", off ? line + off : "");
+    say(s, t, a->label, "told: lock lost (%s): %s", a->lost_code, a->lost_why);
+}
+
+/*
+ * Go through the complete lines buffered from one actor: "lost" events
+ * are handled wherever they are; if the actor is the one waited for, its
+ * lines are consumed up to the first that starts with one of `words`
+ * (copied to out, returns true); other actors' lines stay queued for the
+ * call that waits for them.
+ */
+static bool scan(struct sc *s, struct actor *a, bool mine, const char *words,
+                 char *out, size_t cap)
+{
+    size_t off = 0, keep = 0;
+    bool found = false;
+    char line[1024];
+
+    while (!found) {
+        char *nl = memchr(a->buf + off, '\n', a->len - off);
+        bool consume;
+        size_t n;
+
+        if (nl == NULL)
+            break;
+        n = (size_t)(nl - (a->buf + off));
+        snprintf(line, sizeof line, "%.*s", (int)n, a->buf + off);
+        if (strncmp(line, "lost ", 5) == 0) {
+            on_lost_line(s, a, line);
+            consume = true;
+        } else if (mine) {
+            consume = true; /* an answer nobody waits for any more */
+            if (words != NULL && starts_with_any(line, words)) {
+                if (out != NULL)
+                    snprintf(out, cap, "%s", line);
+                found = true;
+            }
+        } else {
+            consume = false;
+        }
+        if (!consume) {
+            memmove(a->buf + keep, a->buf + off, n + 1);
+            keep += n + 1;
+        }
+        off += n + 1;
     }
-    return a == who && words != NULL && starts_with_any(line, words);
+    memmove(a->buf + keep, a->buf + off, a->len - off);
+    a->len = keep + (a->len - off);
+    return found;
 }
 
 /*
@@ -358,7 +391,6 @@ static bool pump(struct sc *s, uint32_t ms, struct actor *who,
                  const char *words, char *line, size_t cap)
 {
     uint64_t until = bn_now_ns() + (uint64_t)ms * 1000000u;
-    char tmp[1024];
 
     for (;;) {
         struct pollfd pf[MAX_ACTORS];
@@ -367,12 +399,8 @@ static bool pump(struct sc *s, uint32_t ms, struct actor *who,
 
         for (size_t i = 0; i < s->nactors; i++) {
             struct actor *a = &s->actors[i];
-            while (take_line(a, tmp, sizeof tmp))
-                if (handle(s, a, tmp, who, words)) {
-                    if (line != NULL)
-                        snprintf(line, cap, "%s", tmp);
-                    return true;
-                }
+            if (scan(s, a, a == who, words, line, cap))
+                return true;
             if (!a->eof && a->from >= 0) {
                 pf[n] = (struct pollfd){a->from, POLLIN, 0};
                 pa[n++] = a;
@@ -400,7 +428,7 @@ static bool pump(struct sc *s, uint32_t ms, struct actor *who,
                 a->len += (size_t)r;
             else if (r == 0 || (errno != EINTR && errno != EAGAIN))
                 a->eof = true;
-            if (a->len == sizeof a->buf - 1) /* a line too long: drop it */
+            if (a->len == sizeof a->buf - 1) /* full of unread lines */
                 a->len = 0;
         }
     }
@@ -413,6 +441,37 @@ static void send_cmd(struct actor *a, const char *cmd)
     if (a->pid <= 0 || write(a->to, cmd, n) != (ssize_t)n) {
         /* a dead actor: its answer will not come, and pump() says so */
     }
+}
+
+/*
+ * Once the first actor has said what the backend is: the timing defaults.
+ * A lock that lives as long as a session which survives reconnects
+ * (conn-bound + survives-reconnect: a ZooKeeper session) is kept by a
+ * silent holder until that session times out, which the URI's lease=
+ * sets; any other lock until its lock lease runs out (or never, for a
+ * lock bound to an open connection). Waits, pauses and outages are
+ * counted in that time.
+ */
+static void set_timing(struct sc *s, const struct actor *a)
+{
+    bool session = (a->caps & DLOCK_CAP_CONN_BOUND) &&
+                   (a->caps & DLOCK_CAP_SURVIVES_RECONNECT);
+
+    s->eff_ms = s->lease_ms;
+    if (session && a->lease_ms > s->eff_ms && a->lease_ms < 600000)
+        s->eff_ms = a->lease_ms;
+    if (s->wait_ms == 0)
+        s->wait_ms = 3 * s->eff_ms + 2000;
+    if (s->pause_ms == 0)
+        s->pause_ms = 2 * s->eff_ms;
+    if (s->down_ms == 0)
+        s->down_ms = 2 * s->eff_ms;
+    printf("  lock lease %" PRIu32 " ms", s->lease_ms);
+    if (s->eff_ms != s->lease_ms)
+        printf(", session timeout %" PRIu32 " ms (the URI's lease=)",
+               s->eff_ms);
+    printf("; waiters wait at most %" PRIu32 " ms\n", s->wait_ms);
+    fflush(stdout);
 }
 
 /* Start an actor with this URI (NULL: the scenario's); DLOCK_OK once it is
@@ -476,6 +535,7 @@ static int actor_start(struct sc *s, struct actor **out, const char *label,
         s->caps = caps;
         snprintf(s->scheme, sizeof s->scheme, "%s", a->scheme);
         snprintf(s->mode, sizeof s->mode, "%s", a->mode);
+        set_timing(s, a);
     }
     return DLOCK_OK;
 }
@@ -536,18 +596,18 @@ static void acquire(struct sc *s, struct actor *a, uint32_t ms, struct got *g)
     acquire_wait(s, a, ms + REPLY_TIMEOUT_MS, g);
 }
 
-/* Release; returns the error name ("OK", "ELOST"...), "" if no answer. */
-static const char *release(struct sc *s, struct actor *a, char *err,
-                           size_t cap)
+/* Release; the error name ("OK", "ELOST"...) in err, "" if no answer.
+ * Returns when dlock_release() returned, by the actor's clock. */
+static uint64_t release(struct sc *s, struct actor *a, char *err, size_t cap)
 {
     char line[1024];
-    unsigned long long t = 0;
+    unsigned long long t = bn_now_ns();
     int off = 0;
 
     err[0] = '\0';
     send_cmd(a, "release\n");
     if (!pump(s, REPLY_TIMEOUT_MS, a, "released", line, sizeof line))
-        return err;
+        return t;
     char code[32] = "";
     sscanf(line, "released %llu %31s %n", &t, code, &off);
     snprintf(err, cap, "%s", code);
@@ -555,7 +615,7 @@ static const char *release(struct sc *s, struct actor *a, char *err,
         say(s, t, a->label, "released");
     else
         say(s, t, a->label, "release: %s (%s)", code, off ? line + off : "");
-    return err;
+    return t;
 }
 
 /* dlock_held() in the actor: 1, 0, or -1 without an answer. */
@@ -761,7 +821,7 @@ static int sc_holder_pause(struct sc *s)
     pump(s, s->pause_ms, NULL, NULL, NULL, 0);
 
     /* B tries for one more lease: a lease mode lets it in at once. */
-    uint32_t try_ms = s->lease_ms;
+    uint32_t try_ms = s->eff_ms;
     say(s, bn_now_ns(), "B", "tries to take the lock (at most %" PRIu32
         " ms)", try_ms);
     acquire(s, b, try_ms, &gb);
@@ -777,7 +837,7 @@ static int sc_holder_pause(struct sc *s)
     /* Then give the watchdog time to find out (if there is anything to
      * find out: without a second holder the lock is still A's). */
     if (!a->lost)
-        pump(s, !gb.ok ? SETTLE_MS : s->lease_ms > 2000 ? s->lease_ms : 2000,
+        pump(s, !gb.ok ? SETTLE_MS : s->eff_ms > 2000 ? s->eff_ms : 2000,
              a, "lost", NULL, 0);
     if (gb.ok)
         release(s, b, err, sizeof err);
@@ -802,7 +862,7 @@ static int sc_holder_pause(struct sc *s)
                  ((double)a->lost_ns - (double)t_cont) / 1e6);
     if (!gb.ok)
         snprintf(s->summary, sizeof s->summary, "no second holder (%s)",
-                 has(s, DLOCK_CAP_LEASE) ? "lease renewed" : "no lease");
+                 has(s, DLOCK_CAP_LEASE) ? "lease still valid" : "no lease");
     else if (strcmp(stale, "rejected") == 0)
         snprintf(s->summary, sizeof s->summary,
                  "second holder got in; stale write rejected by fence; %s",
@@ -817,7 +877,7 @@ static int sc_holder_pause(struct sc *s)
                  "no second holder: the lock did not expire while its holder "
                  "was paused %.0f ms (%s)",
                  ((double)t_cont - (double)t_stop) / 1e6,
-                 has(s, DLOCK_CAP_LEASE) ? "lease still renewed?"
+                 has(s, DLOCK_CAP_LEASE) ? "its lease had not run out"
                                          : "no lease: it lives as long as "
                                            "the holder's connection");
     else if (strcmp(stale, "rejected") == 0)
@@ -904,7 +964,7 @@ static int sc_conn_drop(struct sc *s)
         refused);
     /* A's watchdog gets a lease's time to reconnect or to give up. */
     if (!a->lost)
-        pump(s, s->lease_ms > 2000 ? s->lease_ms : 2000, a, "lost", NULL, 0);
+        pump(s, s->eff_ms > 2000 ? s->eff_ms : 2000, a, "lost", NULL, 0);
     int a_held = held(s, a);
     if (gb.ok)
         release(s, b, code, sizeof code);
@@ -1005,7 +1065,7 @@ static int sc_server_restart(struct sc *s)
     /* Watch for a while: the waiter's answer, the holder's loss. */
     acquire_wait(s, w, s->wait_ms + REPLY_TIMEOUT_MS, &gw);
     if (!a->lost)
-        pump(s, s->lease_ms > 2000 ? s->lease_ms : 2000, a, "lost", NULL, 0);
+        pump(s, s->eff_ms > 2000 ? s->eff_ms : 2000, a, "lost", NULL, 0);
     int a_held = held(s, a);
     if (gw.ok)
         release(s, w, code, sizeof code);
@@ -1054,8 +1114,7 @@ static int sc_waiter_crash(struct sc *s)
     printf("  baseline: A releases while W2 waits\n");
     acquire_start(s, w2, s->wait_ms);
     pump(s, SETTLE_MS, NULL, NULL, NULL, 0);
-    release(s, a, code, sizeof code);
-    uint64_t t_rel0 = bn_now_ns();
+    uint64_t t_rel0 = release(s, a, code, sizeof code);
     acquire_wait(s, w2, s->wait_ms + REPLY_TIMEOUT_MS, &g);
     double base = g.ok ? ((double)g.t - (double)t_rel0) / 1e6 : -1;
     if (!g.ok) {
@@ -1079,8 +1138,7 @@ static int sc_waiter_crash(struct sc *s)
     pump(s, SETTLE_MS, NULL, NULL, NULL, 0);
     actor_kill(s, w1);
     pump(s, SETTLE_MS, NULL, NULL, NULL, 0);
-    release(s, a, code, sizeof code);
-    uint64_t t_rel = bn_now_ns();
+    uint64_t t_rel = release(s, a, code, sizeof code);
     acquire_wait(s, w2, s->wait_ms + REPLY_TIMEOUT_MS, &g);
     if (g.ok)
         release(s, w2, code, sizeof code);
@@ -1272,12 +1330,6 @@ static int scenario_run(int argc, char **argv)
         if (env != NULL && env[0] != '\0')
             s.uri = env;
     }
-    if (s.wait_ms == 0)
-        s.wait_ms = 3 * s.lease_ms + 2000;
-    if (s.pause_ms == 0)
-        s.pause_ms = 2 * s.lease_ms;
-    if (s.down_ms == 0)
-        s.down_ms = 2 * s.lease_ms;
 
     signal(SIGPIPE, SIG_IGN);
     json_c_set_serialization_double_format("%.6g", JSON_C_OPTION_THREAD);
@@ -1295,8 +1347,6 @@ static int scenario_run(int argc, char **argv)
     s.t0 = bn_now_ns();
 
     printf("scenario %s on %s\n", s.scenario, s.red);
-    printf("  lease %" PRIu32 " ms; waiters wait at most %" PRIu32 " ms\n",
-           s.lease_ms, s.wait_ms);
     fflush(stdout);
     rc = scenarios[which].run(&s);
     if (!actors_finish(&s) && rc == DLOCK_OK)
