@@ -25,6 +25,11 @@
 #define GOAL_WATCHDOG_PCT 5.0    /* % of one core ... */
 #define GOAL_WATCHDOG_LOCKS 10000 /* ... for this many held locks */
 
+/* Many locks on a session-per-lock mode: each holds a connection of its
+ * own, and servers refuse connections long before 1000 (PostgreSQL's
+ * max_connections is 100 by default, MySQL's 151). */
+#define BENCH_SESSION_PER_LOCK_MAX 32
+
 /* Latency distribution of one series of cycles. */
 struct bench_lat {
     uint64_t n;       /* cycles measured */
@@ -71,6 +76,7 @@ struct bench_result {
     /* many locks */
     struct bench_status many_st;
     unsigned long locks;
+    unsigned long locks_asked; /* --locks, when capped (session-per-lock) */
     uint32_t lease_ms;
     double many_seconds, acquire_all_s, release_all_s;
     double renew_expected_per_s;

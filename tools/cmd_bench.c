@@ -82,7 +82,9 @@ static void bench_help(void)
         "  --workers N        contended worker processes, 2-%d (default 4)\n"
         "  --duration D       per workload, 100ms-10m (default 2s)\n"
         "  --warmup D         per URI, 0-1m (default 1s)\n"
-        "  --locks K          many-locks count, 1-100000 (default 1000)\n"
+        "  --locks K          many-locks count, 1-100000 (default 1000; at "
+        "most %d\n                     on modes that tie a connection to "
+        "each lock)\n"
         "  --lease D          many-locks lease, 100ms-1h (default: duration/2,"
         "\n                     so renewals happen while measuring)\n"
         "  --workloads LIST   comma-separated subset of uncontended,floor,"
@@ -95,7 +97,7 @@ static void bench_help(void)
         "exit status: 0 every URI measured (goals missed are results, not "
         "failures);\n64 bad option or URI; 69 a service could not be "
         "reached; 70 another failure.\n",
-        BENCH_MAX_URIS, BENCH_MAX_WORKERS);
+        BENCH_MAX_URIS, BENCH_MAX_WORKERS, BENCH_SESSION_PER_LOCK_MAX);
 }
 
 static bool parse_workloads(const char *text, unsigned *out)
@@ -623,6 +625,11 @@ static void run_many(const struct bench_run *run, const char *uri,
     dlock_client_info(c, &info);
     lo.lease_ms = lease;
     lo.on_lost = many_on_lost;
+    if ((info.caps & DLOCK_CAP_SESSION_PER_LOCK) &&
+        k > BENCH_SESSION_PER_LOCK_MAX) {
+        r->locks_asked = k;
+        k = r->locks = BENCH_SESSION_PER_LOCK_MAX;
+    }
 
     /* Resident memory before the handles exist and after all are held.
      * malloc_trim() first: glibc keeps freed memory (the sample arrays of
