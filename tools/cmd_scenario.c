@@ -22,7 +22,7 @@
  * The outcome is data: the command exits 0 when the scenario ran, whatever
  * the lock did.
  *
- * Divisions: the actor role; driving actors; the toy storage; the
+ * Divisions: the toy storage; the actor role; driving actors; the
  * scenarios; options and the driver.
  */
 #include <errno.h>
@@ -270,7 +270,6 @@ struct sc {
     json_object *events, *results;
     char outcome[512];
     char summary[160]; /* a few words for a table cell */
-    int status; /* a failure that ended the scenario early */
 };
 
 static double rel_ms(const struct sc *s, uint64_t t)
