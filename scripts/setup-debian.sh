@@ -17,10 +17,11 @@ say() { printf 'setup-debian: %s\n' "$*"; }
 die() { printf 'setup-debian: error: %s\n' "$*" >&2; exit 1; }
 
 # Build tools. clang + libclang-rt-14-dev give libFuzzer and the sanitizer
-# runtimes; llvm gives llvm-symbolizer / llvm-profdata / llvm-cov.
+# runtimes; llvm gives llvm-symbolizer / llvm-profdata / llvm-cov;
+# libjson-c-dev is for the JSON that `dlock bench` and `dlock scenario` write.
 build_pkgs=(
     meson ninja-build pkg-config gcc clang llvm libclang-rt-14-dev
-    libcmocka-dev nettle-dev
+    libcmocka-dev nettle-dev libjson-c-dev
 )
 # Client libraries the backends link against. libmariadb-dev-compat provides
 # the "mysqlclient" pkg-config name.

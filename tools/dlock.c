@@ -11,7 +11,8 @@
 #include "tool.h"
 
 static const struct tool_cmd *const commands[] = {
-    &tool_exec, &tool_info, &tool_inspect, &tool_demo, NULL,
+    &tool_exec, &tool_info, &tool_inspect, &tool_demo, &tool_bench,
+    &tool_scenario, NULL,
 };
 
 int tool_exit_for(int rc)

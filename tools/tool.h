@@ -24,7 +24,8 @@ struct tool_cmd {
     void (*help)(void);
 };
 
-extern const struct tool_cmd tool_exec, tool_info, tool_inspect, tool_demo;
+extern const struct tool_cmd tool_exec, tool_info, tool_inspect, tool_demo,
+    tool_bench, tool_scenario;
 
 /* The exit code for a failed dlock call outside a conflict. */
 int tool_exit_for(int rc);

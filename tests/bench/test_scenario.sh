@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# test_scenario.sh CHECK_JSON: every `dlock scenario` on file://, with a
+# short lease. Each runs, prints its timeline, results and outcome, and
+# writes JSON; the outcomes that file:// determines are checked (a killed
+# holder's lock is freed by the kernel; a paused holder keeps it, as
+# file:// has no lease; a dead waiter blocks nobody). Bad input exits 64,
+# an unreachable service 69. No time is asserted.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+# run NAME ARGS...: the scenario on $uri; stdout in $work/NAME.out, JSON
+# in $work/NAME.json; ok when it exits 0 and prints an outcome.
+run() {
+    local name=$1 rc
+    shift
+    "$DLOCK" scenario "$name" --uri "$uri" --lease 300ms \
+        --json "$work/$name.json" "$@" >"$work/$name.out" 2>"$work/$name.err"
+    rc=$?
+    if [ $rc = 0 ] && grep -q '^outcome: ' "$work/$name.out"; then
+        ok "$name runs and prints its outcome"
+    else
+        not_ok "$name (exit $rc): $(cat "$work/$name.out" "$work/$name.err" | head -c 800)"
+    fi
+    # scheme and mode are null when nothing was started (not applicable)
+    "$CHECK_JSON" "$work/$name.json" scenario:string uri:string \
+        scheme mode caps:array lease_ms:pos ran:bool \
+        events:array results:object outcome:string >/dev/null ||
+        not_ok "$name JSON lacks keys"
+}
+# field NAME KEY: the value of one result line.
+field() { sed -n "s/^  $2  *//p" "$work/$1.out"; }
+expect_field() { # NAME KEY WANT
+    local got
+    got=$(field "$1" "$2")
+    [ "$got" = "$3" ] && ok "$1: $2 = $3" || not_ok "$1: $2 = '$got', want '$3'"
+}
+
+run holder-crash
+expect_field holder-crash next_acquired true
+grep -q 'A   killed (SIGKILL)' "$work/holder-crash.out" &&
+    ok "holder-crash shows the kill on the timeline" || not_ok "timeline"
+f1=$(field holder-crash first_fence) f2=$(field holder-crash next_fence)
+[ -n "$f1" ] && [ -n "$f2" ] && [ "$f2" -gt "$f1" ] &&
+    ok "the next holder's fence is larger ($f1 < $f2)" ||
+    not_ok "fences $f1, $f2"
+
+run holder-pause --pause 500ms
+# file:// has no lease: a paused holder keeps its lock.
+expect_field holder-pause second_holder_got_in false
+expect_field holder-pause first_held_after_resume 1
+expect_field holder-pause write_after_resume accepted
+"$CHECK_JSON" "$work/holder-pause.json" results.paused_ms:pos \
+    results.first_fence:pos >/dev/null && ok "holder-pause JSON results" ||
+    not_ok "holder-pause JSON results"
+
+run conn-drop
+grep -q 'no connection to drop' "$work/conn-drop.out" &&
+    ok "conn-drop on file:// says there is no connection" || not_ok "conn-drop text"
+expect_field conn-drop applicable false
+
+run server-restart
+expect_field server-restart applicable false
+# With a command it runs on any URI: here the "restart" only waits.
+run server-restart --restart-cmd 'sleep 0.2'
+expect_field server-restart restart_exit 0
+expect_field server-restart waiter_got_lock false
+expect_field server-restart holder_held_after 1
+
+run waiter-crash
+expect_field waiter-crash next_waiter_got_lock true
+grep -q 'W1  killed (SIGKILL)' "$work/waiter-crash.out" &&
+    ok "waiter-crash kills a waiter" || not_ok "waiter-crash timeline"
+
+# Nothing is left behind: every actor was reaped.
+left=$(pgrep -f "scenario __actor [0-9]+ $uri" || true)
+[ -z "$left" ] && ok "no actor process left" || not_ok "actors left: $left"
+
+# ---- bad input ---------------------------------------------------------------
+expect_usage "no scenario name" "missing NAME" "$DLOCK" scenario
+expect_usage "unknown scenario" "no scenario 'nap'" "$DLOCK" scenario nap
+expect_usage "--lease too short" --lease "$DLOCK" scenario holder-crash --lease 5ms
+expect_usage "--wait without unit" --wait "$DLOCK" scenario holder-crash --wait 3
+expect_usage "unknown option" --bogus "$DLOCK" scenario waiter-crash --bogus
+expect_usage "empty --restart-cmd" --restart-cmd "$DLOCK" scenario server-restart --restart-cmd ''
+expect_usage "conn-drop needs an explicit port" port \
+    "$DLOCK" scenario conn-drop --uri 'redis://127.0.0.1'
+expect_usage "server-restart on a server URI needs --restart-cmd" --restart-cmd \
+    "$DLOCK" scenario server-restart --uri 'redis://127.0.0.1:6379'
+# The proxy starts and points at port 1; the actor then reports the
+# unknown scheme: a usage error, and nothing left running.
+"$DLOCK" scenario conn-drop --uri 'nosuch://127.0.0.1:1' >/dev/null 2>"$work/nosuch.err"
+rc=$?
+[ $rc = 64 ] && ok "conn-drop on an unknown scheme exits 64" ||
+    not_ok "conn-drop unknown scheme (exit $rc)"
+"$DLOCK" scenario holder-crash --uri 'file:///proc/dlock-no/such' >/dev/null 2>"$work/unreach.err"
+rc=$?
+[ $rc = 69 ] && ok "an unreachable service exits 69" || not_ok "unreachable (exit $rc)"
+
+finish

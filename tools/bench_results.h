@@ -1,0 +1,122 @@
+/*
+ * bench_results.h: the figures `dlock bench` measures, shared by
+ * cmd_bench.c (which measures them) and bench_report.c (which prints the
+ * table, the goals, Markdown, JSON and the SVG chart).
+ */
+#ifndef DLOCK_BENCH_RESULTS_H
+#define DLOCK_BENCH_RESULTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define BENCH_MAX_URIS 16
+#define BENCH_MAX_WORKERS 64
+
+/* Workloads (--workloads) */
+#define WL_UNCONTENDED (1u << 0)
+#define WL_FLOOR (1u << 1)
+#define WL_CONTENDED (1u << 2)
+#define WL_MANY (1u << 3)
+#define WL_ALL (WL_UNCONTENDED | WL_FLOOR | WL_CONTENDED | WL_MANY)
+
+/* The speed goals of issue 7, checked in the bench's own output. */
+#define GOAL_FLOOR_RATIO 1.15    /* uncontended p50 / floor p50 */
+#define GOAL_HANDOFF_RTTS 3.0    /* hand-off p50 / round trip */
+#define GOAL_WATCHDOG_PCT 5.0    /* % of one core ... */
+#define GOAL_WATCHDOG_LOCKS 10000 /* ... for this many held locks */
+
+/* Many locks on a session-per-lock mode: each holds a connection of its
+ * own, and servers refuse connections long before 1000 (PostgreSQL's
+ * max_connections is 100 by default, MySQL's 151). */
+#define BENCH_SESSION_PER_LOCK_MAX 32
+
+/* Latency distribution of one series of cycles. */
+struct bench_lat {
+    uint64_t n;       /* cycles measured */
+    double seconds;   /* wall time they took */
+    double per_s;     /* n / seconds */
+    uint64_t min, p50, p99, p999, max;
+    double mean;
+};
+
+/* A workload's outcome besides its figures. */
+struct bench_status {
+    bool ran;       /* measured (figures valid) */
+    int rc;         /* DLOCK_OK, or the failure that stopped it */
+    char msg[512];  /* why it failed or was skipped; "" if it ran */
+};
+
+struct bench_result {
+    char uri[1024];   /* password hidden */
+    char scheme[32];
+    char mode[64];
+    uint32_t caps;
+    bool have_info;
+    struct bench_status open; /* the first client could not be opened */
+
+    /* uncontended, and the floor interleaved with it */
+    struct bench_status unc_st;
+    struct bench_lat unc;
+    unsigned rounds;
+    struct bench_status floor_st; /* rc DLOCK_EUNSUPPORTED: no floor */
+    struct bench_lat floor;
+    double floor_ratio;           /* unc.p50 / floor.p50, 0 if none */
+
+    /* contended */
+    struct bench_status con_st;
+    unsigned workers;
+    double con_seconds;
+    uint64_t acquisitions, handoffs, timeouts, overlaps;
+    double acq_per_s, handoffs_per_s;
+    struct bench_lat handoff;       /* release-to-next-acquire */
+    uint64_t per_worker[BENCH_MAX_WORKERS];
+    uint64_t fair_min, fair_max;
+    double fair_mean, fair_stddev, fair_jain;
+
+    /* many locks */
+    struct bench_status many_st;
+    unsigned long locks;
+    unsigned long locks_asked; /* --locks, when capped (session-per-lock) */
+    uint32_t lease_ms;
+    double many_seconds, acquire_all_s, release_all_s;
+    double renew_expected_per_s;
+    bool renew_observable;
+    uint64_t renewals_observed;
+    double renew_observed_per_s;
+    const char *renew_method; /* how the figures were obtained */
+    unsigned long lost;
+    double wd_cpu_s, wd_cpu_pct, main_cpu_s;
+    int64_t rss_delta;
+    double bytes_per_lock;
+};
+
+struct bench_run {
+    /* parameters */
+    uint32_t duration_ms, warmup_ms, lease_ms; /* lease_ms 0: duration/2 */
+    unsigned long workers, locks;
+    unsigned workloads;
+    /* when */
+    char date[40];
+    /* results */
+    size_t n;
+    struct bench_result r[BENCH_MAX_URIS];
+};
+
+/* Goal verdicts: "pass", "miss", or "n/a" with a reason. */
+struct bench_goal {
+    const char *status;
+    double value;  /* the measured ratio or percentage; < 0 if none */
+    double limit;
+    char note[160];
+};
+void bench_goal_floor(const struct bench_result *r, struct bench_goal *g);
+void bench_goal_handoff(const struct bench_result *r, struct bench_goal *g);
+void bench_goal_watchdog(const struct bench_result *r, struct bench_goal *g);
+
+/* bench_report.c */
+void bench_print_table(const struct bench_run *run);
+int bench_write_markdown(const struct bench_run *run, const char *path);
+int bench_write_json(const struct bench_run *run, const char *path);
+int bench_write_svg(const struct bench_run *run, const char *path);
+
+#endif
