@@ -465,8 +465,18 @@ int dlock_renew(dlock_lock *lk)
             rc = item.result;
         dlock__checkin(ss, rc);
     }
-    if (dlock__renew_result(lk, rc, dlock_now_ms()) && lk->on_lost != NULL)
-        lk->on_lost(lk, rc, lk->errmsg, lk->payload);
+    if (dlock__renew_result(lk, rc, dlock_now_ms())) {
+        if (rc == DLOCK_OK || lk->errmsg[0] == '\0') {
+            lk->errmsg[0] = '\0';
+            lock_error(lk, DLOCK_ELOST, "renew",
+                       rc == DLOCK_OK ? "the lease ran out before the "
+                                        "renewal got through"
+                                      : dlock_strerror(rc));
+        }
+        rc = DLOCK_ELOST;
+        if (lk->on_lost != NULL)
+            lk->on_lost(lk, rc, lk->errmsg, lk->payload);
+    }
     if (atomic_load(&lk->state) == DLOCK__HELD && uses_watchdog(lk))
         dlock__wd_schedule(c, lk);
     return lock_result(lk, rc, "renew");

@@ -135,6 +135,15 @@ bool dlock__renew_result(struct dlock_lock *lk, int rc, int64_t now)
 {
     switch ((dlock_error_code)rc) {
     case DLOCK_OK:
+        /* A renewal confirmed only after our own measure of the lease had
+         * run out (the server was down or paused meanwhile) does not bridge
+         * the gap: for a while nobody could promise the lock was ours, and
+         * another holder may have come and gone. The lock is lost; the
+         * backend's renewal does not resurrect it. */
+        if (now >= atomic_load(&lk->expires_ms)) {
+            atomic_store(&lk->state, DLOCK__LOST);
+            return true;
+        }
         atomic_store(&lk->expires_ms, lk->grant.expires_ms);
         return false;
     case DLOCK_ELOST:
@@ -218,7 +227,14 @@ static void tell_lost(struct dlock_client *c, struct dlock_lock *lk, int rc,
 {
     char why[DLOCK__ERRMSG_MAX], text[DLOCK__ERRMSG_MAX];
 
-    if (rc == DLOCK_ELOST || rc == DLOCK_ENOTOWNER || rc == DLOCK_ENOTHELD) {
+    if (rc == DLOCK_OK) {
+        /* dlock__renew_result: confirmed too late to bridge the gap. */
+        dlock__format_error(c, why, sizeof why, "renew", lk->name,
+                            "the lease ran out before a renewal got through "
+                            "(the service was slow or unreachable)");
+        rc = DLOCK_ELOST;
+    } else if (rc == DLOCK_ELOST || rc == DLOCK_ENOTOWNER ||
+               rc == DLOCK_ENOTHELD) {
         if (detail[0] != '\0')
             snprintf(why, sizeof why, "%s", detail);
         else

@@ -232,6 +232,28 @@ static void fault__renewal_says_gone(void **state)
     dlock_lock_free(lk);
 }
 
+/* A renewal that gets through only after the lease ran out (the service
+ * was paused) does not revive the lock: for a while it was nobody's. */
+static void fault__late_renewal_does_not_revive(void **state)
+{
+    dlock_lock *lk = lost_lock(h_name("late"), 600);
+    int64_t t0;
+
+    (void)state;
+    atomic_store(&shim.stall_renew_ms, 900); /* first renewal at ~200 ms */
+    t0 = h_now_ms();
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_true(eventually(lost_seen, 5000));
+    assert_true(h_now_ms() - t0 >= 550);
+    assert_false(dlock_held(lk));
+    assert_int_equal(atomic_load(&lost_code), DLOCK_ELOST);
+    atomic_store(&shim.stall_renew_ms, 0);
+    h_sleep_ms(300);
+    assert_false(dlock_held(lk)); /* and it stays lost */
+    assert_int_equal(dlock_release(lk), DLOCK_ELOST);
+    dlock_lock_free(lk);
+}
+
 static bool renew_running(void)
 {
     return atomic_load(&shim.in_renew) != 0;
@@ -371,6 +393,8 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(fault__release_cancels_renewal, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(fault__late_renewal_does_not_revive,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(fault__watchdog_batches_renewals,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(fault__manual_renew_reports_failure,
