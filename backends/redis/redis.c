@@ -1071,8 +1071,13 @@ static int redis_acquire(struct dlock_session *s,
         grant->fence = (uint64_t)val;
         return DLOCK_OK;
     }
+    /* PTTL 0 or -2: the key expires (or expired) right now, and an expiry
+     * publishes nothing, so retry at once rather than wait for a release
+     * message. -1 (a key without TTL, not ours): no hint, wait for one. */
     if (val > 0)
         *retry_ms = val > UINT32_MAX ? UINT32_MAX : (uint32_t)val;
+    else if (val == 0 || val == -2)
+        *retry_ms = 1;
     return DLOCK_EBUSY;
 }
 
