@@ -278,7 +278,10 @@ static void fault__watchdog_batches_renewals(void **state)
     calls = atomic_load(&shim.renews) - calls;
     items = atomic_load(&shim.renewed_items) - items;
     assert_true(items >= N); /* every lock renewed at least once */
-    assert_true(items / (calls > 0 ? calls : 1) >= 4);
+    /* With a session per held lock (an open transaction each), renewals
+     * go one per session: there is nothing to batch. */
+    if (!(h_caps(cl) & DLOCK_CAP_SESSION_PER_LOCK))
+        assert_true(items / (calls > 0 ? calls : 1) >= 4);
     for (int i = 0; i < N; i++) {
         assert_true(dlock_held(lks[i]));
         assert_int_equal(dlock_release(lks[i]), DLOCK_OK);
