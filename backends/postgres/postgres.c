@@ -95,6 +95,7 @@ struct pg_session {
     int backend_pid;     /* advisory: the server process of this session */
     size_t ngrants;      /* connection-bound grants living on conn */
     char why[256];       /* the last connection failure, one line */
+    char fatal[160];     /* a FATAL the server sent while we were idle */
     /* lease: the listener's count for the channel of the last attempt */
     uint64_t seen_key, seen_seq;
     bool seen_valid;
@@ -584,9 +585,10 @@ static int pg_conf_init(struct pg_conf *cf, const struct dlock_uri *u,
         ADD("dbname", u->path + 1);
     /* libpq's connect_timeout (whole seconds, at least 2) only serves the
      * multi-host path, where libpq moves on to the next host by itself. */
-    snprintf(num, sizeof num, "%u",
-             cf->timeout_ms == 0 ? 0 : (cf->timeout_ms + 999) / 1000 < 2 ? 2
-                                                 : (cf->timeout_ms + 999) / 1000);
+    {
+        uint32_t secs = (cf->timeout_ms + 999) / 1000;
+        snprintf(num, sizeof num, "%u", secs < 2 ? 2 : secs);
+    }
     ADD("connect_timeout", num);
     ADD("client_encoding", "UTF8");
 
@@ -770,6 +772,29 @@ PGconn *pg_connect_raw(const struct pg_conf *cf, int64_t deadline, char *err,
     return c;
 }
 
+/* A server that ends an idle connection (shutdown, pg_terminate_backend)
+ * sends a FATAL first; libpq hands it to the notice processor. Keep it for
+ * the message that reports the lost connection. */
+static void pg_notice(void *arg, const char *msg)
+{
+    struct pg_session *s = arg;
+
+    if (strncmp(msg, "FATAL:", 6) == 0)
+        pg_oneline(s->fatal, sizeof s->fatal, msg + 6);
+}
+
+/* The connection's failure in one line, with the server's last words. */
+static void pg_set_why(struct pg_session *s, const char *why)
+{
+    char line[256];
+
+    pg_oneline(line, sizeof line, why);
+    if (s->fatal[0] != '\0')
+        snprintf(s->why, sizeof s->why, "%s (%s)", s->fatal, line);
+    else
+        snprintf(s->why, sizeof s->why, "%s", line);
+}
+
 static void pg_drop(struct pg_session *s)
 {
     if (s->conn != NULL)
@@ -799,9 +824,11 @@ static int pg_connect(struct pg_session *s, char *err, size_t errlen)
         PQfinish(c);
         return dlock_errorf(err, errlen, DLOCK_ERROR, "connect: %s", s->why);
     }
+    PQsetNoticeProcessor(c, pg_notice, s);
     s->conn = c;
     s->gen++;
     s->backend_pid = 0;
+    s->fatal[0] = '\0';
     if (cf->mode != PG_ADVISORY)
         return DLOCK_OK;
     /* Session advisory locks live as long as this server process: note
@@ -841,10 +868,12 @@ static bool pg_alive(struct pg_session *s)
         if (poll(&p, 1, 0) <= 0)
             break;
         ok = PQconsumeInput(c) == 1 && PQstatus(c) == CONNECTION_OK;
+        if (ok)
+            (void)PQisBusy(c); /* parse it: a FATAL goes to pg_notice */
     }
     if (!ok) {
         if (c != NULL)
-            pg_oneline(s->why, sizeof s->why, PQerrorMessage(c));
+            pg_set_why(s, PQerrorMessage(c));
         if (s->why[0] == '\0')
             snprintf(s->why, sizeof s->why, "not connected");
         pg_drop(s);
@@ -892,7 +921,7 @@ static int pg_broken(struct pg_session *s, struct pg_res *res,
     if (why != NULL)
         snprintf(s->why, sizeof s->why, "%s", why);
     else if (s->conn != NULL)
-        pg_oneline(s->why, sizeof s->why, PQerrorMessage(s->conn));
+        pg_set_why(s, PQerrorMessage(s->conn));
     if (s->why[0] == '\0')
         snprintf(s->why, sizeof s->why, "connection lost");
     pg_res_clear(res);
@@ -1701,7 +1730,8 @@ static int pg_floor(const struct dlock_uri *uri, const char *name, uint32_t n,
     pg_channel_name(chan, pg_key64(d));
     snprintf(ms, sizeof ms, "%u", cf->lease_ms);
 
-    /* Set-up outside the timing: the schema, the lock row. */
+    /* Set-up outside the timing: the schema, the lock row. floor_run's
+     * -1 (a failed statement) is turned into a message at the end. */
     {
         struct pg_q q[4] = {{"SELECT pg_advisory_xact_lock(" PG_DDL_KEY ")",
                              0, {NULL}}};
@@ -1750,16 +1780,18 @@ static int pg_floor(const struct dlock_uri *uri, const char *name, uint32_t n,
               !PQgetisnull(r, 0, 0);
         PQclear(r);
         if (rc == 0 && !got) {
-            rc = dlock_errorf(err, errlen, DLOCK_EBUSY,
-                              "floor: '%s' is held by someone else", name);
-            break;
+            pg_oneline(line, sizeof line, name);
+            PQfinish(c);
+            pg_conf_free(&conf);
+            return dlock_errorf(err, errlen, DLOCK_EBUSY,
+                                "floor: '%s' is held by someone else", line);
         }
         if (rc == 0)
             rc = floor_run(c, b, nb, &r);
         PQclear(r);
         ns_out[i] = dlock_now_ns() - t0;
     }
-    if (rc < 0) {
+    if (rc == -1) {
         pg_oneline(line, sizeof line, PQerrorMessage(c));
         rc = dlock_errorf(err, errlen, DLOCK_ERROR, "floor: %s",
                           line[0] ? line : "a statement failed");

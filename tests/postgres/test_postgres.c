@@ -570,7 +570,7 @@ static void postgres__server_restart(void **state)
     dlock_client *ls = h_client(uri_of("mode=lease"));
     dlock_lock *la = lost_lock(adv, h_name("restart-adv"), 900);
     const char *ln = h_name("restart-lease");
-    dlock_lock *ll = lost_lock(ls, ln, 15000), *probe;
+    dlock_lock *ll = lost_lock(ls, ln, 9000), *probe;
     dlock_client *other;
 
     (void)state;
@@ -580,7 +580,7 @@ static void postgres__server_restart(void **state)
     assert_int_equal(ctl("restart"), 0);
     assert_true(wait_lost(10000));
     assert_false(dlock_held(la));
-    h_sleep_ms(6000); /* more than one renewal interval of the lease */
+    h_sleep_ms(3500); /* more than one renewal interval (3 s) */
     assert_int_equal(atomic_load(&lost_calls), 1);
     assert_true(dlock_held(ll));
     assert_int_equal(dlock_renew(ll), DLOCK_OK);
@@ -756,6 +756,9 @@ static int handoff_child(char **args)
     for (int i = 0; i < n; i++)
         fprintf(f, "%lld\n", (long long)out[i]);
     fclose(f);
+    free(out);
+    munmap(pg, 4096);
+    close(fd);
     dlock_lock_free(lk);
     dlock_client_close(c);
     return 0;
