@@ -700,7 +700,7 @@ static void pg_ctx_close(void *ctx)
     free(x);
 }
 
-/* ---- connections --------------------------------------------------------- */
+/* ---- connections -------------------------------------------------------- */
 
 int pg_poll(int fd, short events, int64_t deadline)
 {
@@ -904,7 +904,7 @@ static int pg_ready(struct pg_session *s)
     return DLOCK_OK;
 }
 
-/* ---- running statements -------------------------------------------------- */
+/* ---- running statements ------------------------------------------------- */
 
 static void pg_res_clear(struct pg_res *res)
 {
@@ -1046,7 +1046,7 @@ static int pg_ensure_schema(struct pg_session *s, int64_t deadline)
 
     q[nq++] = (struct pg_q){"SELECT pg_advisory_xact_lock(" PG_DDL_KEY ")",
                             0, {NULL}};
-    for (int i = 0; cf->sql.ddl[i] != NULL && i < 3; i++)
+    for (int i = 0; i < 3 && cf->sql.ddl[i] != NULL; i++)
         q[nq++] = (struct pg_q){cf->sql.ddl[i], 0, {NULL}};
     rc = pg_exec(s, q, nq, deadline, &res);
     if (rc == PG_SQLERR)
@@ -1076,7 +1076,7 @@ static uint64_t pg_u64(const PGresult *r, int row, int col)
     return strtoull(PQgetvalue(r, row, col), NULL, 10);
 }
 
-/* ---- advisory ------------------------------------------------------------ */
+/* ---- advisory ----------------------------------------------------------- */
 
 /* After a failed statement that may have taken a session lock: session
  * advisory locks ignore transaction rollback, so unlock explicitly (a
@@ -1176,7 +1176,7 @@ static int adv_release(struct pg_session *s, const struct dlock_request *req,
     return rc;
 }
 
-/* ---- the transactional modes: advisory_xact and for_update --------------- */
+/* ---- the transactional modes: advisory_xact and for_update -------------- */
 
 static int tx_acquire(struct pg_session *s, const struct dlock_request *req,
                       int64_t deadline, struct dlock_grant *g)
@@ -1282,7 +1282,7 @@ static int tx_release(struct pg_session *s)
     return rc;
 }
 
-/* ---- connection-bound renewal (advisory and the transactional modes) ----- */
+/* ---- connection-bound renewal (advisory and the transactional modes) ---- */
 
 /* One round trip proves the connection, and so every lock on it, alive. */
 static int cb_renew(struct pg_session *s, struct dlock_renewal *items,
@@ -1333,7 +1333,7 @@ static int cb_renew(struct pg_session *s, struct dlock_renewal *items,
     return DLOCK_OK;
 }
 
-/* ---- lease ----------------------------------------------------------------- */
+/* ---- lease -------------------------------------------------------------- */
 
 static int lease_acquire(struct pg_session *s, const struct dlock_request *req,
                          struct dlock_grant *g, uint32_t *retry_ms)
@@ -1490,7 +1490,7 @@ static int lease_release(struct pg_session *s, const struct dlock_request *req)
     return rc;
 }
 
-/* ---- the methods --------------------------------------------------------- */
+/* ---- the methods -------------------------------------------------------- */
 
 static int pg_open(struct dlock_session **out, const struct dlock_uri *uri,
                    void *ctx, char *err, size_t errlen)
@@ -1593,7 +1593,7 @@ static int pg_release(struct dlock_session *ds, const struct dlock_request *req,
     return tx_release(s);
 }
 
-/* ---- inspect ----------------------------------------------------------------- */
+/* ---- inspect ------------------------------------------------------------ */
 
 static int pg_inspect(struct dlock_session *ds, const char *name, size_t len,
                       dlock_state *out)
@@ -1668,7 +1668,7 @@ static int pg_inspect(struct dlock_session *ds, const char *name, size_t len,
     return DLOCK_OK;
 }
 
-/* ---- the raw floor ----------------------------------------------------------- */
+/* ---- the raw floor ------------------------------------------------------ */
 
 /* Blocking libpq, pipeline mode, the same statements as one dlock cycle:
  * what the protocol costs with no dlock in the loop. */
@@ -1736,7 +1736,7 @@ static int pg_floor(const struct dlock_uri *uri, const char *name, uint32_t n,
         struct pg_q q[4] = {{"SELECT pg_advisory_xact_lock(" PG_DDL_KEY ")",
                              0, {NULL}}};
         int nq = 1;
-        for (int i = 0; cf->sql.ddl[i] != NULL && i < 3; i++)
+        for (int i = 0; i < 3 && cf->sql.ddl[i] != NULL; i++)
             q[nq++] = (struct pg_q){cf->sql.ddl[i], 0, {NULL}};
         rc = floor_run(c, q, nq, &r);
         PQclear(r);

@@ -40,7 +40,7 @@ static const char *const modes[] = {"advisory", "advisory_xact", "for_update",
                                     "lease"};
 #define NMODES 4
 
-/* ---- helpers ------------------------------------------------------------- */
+/* ---- helpers ------------------------------------------------------------ */
 
 static char uri_buf[4][4096];
 static int uri_next;
@@ -146,7 +146,7 @@ static bool wait_lost(uint32_t ms)
     return atomic_load(&lost_calls) > 0;
 }
 
-/* ---- names: injection, validation, keys ---------------------------------- */
+/* ---- names: injection, validation, keys --------------------------------- */
 
 static const char *const hostile[] = {
     "'; DROP TABLE dlock_locks; --",
@@ -381,7 +381,7 @@ static void postgres__uri_parameters(void **state)
     }
 }
 
-/* ---- many: advisory locks share connections ------------------------------- */
+/* ---- many: advisory locks share connections ----------------------------- */
 
 static void postgres__2000_advisory_locks_few_connections(void **state)
 {
@@ -427,7 +427,7 @@ static void postgres__2000_advisory_locks_few_connections(void **state)
     PQfinish(a);
 }
 
-/* ---- faults ---------------------------------------------------------------- */
+/* ---- faults ------------------------------------------------------------- */
 
 /* Child role "hold URI NAME LEASE": take the lock, say so on stdout's
  * gate file, and wait to be killed. */
@@ -700,7 +700,7 @@ static void postgres__lease_waiter_woken_by_notify(void **state)
     dlock_client_close(c2);
 }
 
-/* ---- bench: printed, not asserted ---------------------------------------------- */
+/* ---- bench: printed, not asserted --------------------------------------- */
 
 static int cmp_i64(const void *x, const void *y)
 {
@@ -711,7 +711,8 @@ static int cmp_i64(const void *x, const void *y)
 static void stats(const char *what, int64_t *v, size_t n)
 {
     qsort(v, n, sizeof *v, cmp_i64);
-    fprintf(stderr, "  %-34s p50 %7.1f us  p90 %7.1f us  p99 %7.1f us  (n=%zu)\n",
+    fprintf(stderr,
+            "  %-34s p50 %7.1f us  p90 %7.1f us  p99 %7.1f us  (n=%zu)\n",
             what, v[n / 2] / 1000.0, v[n * 9 / 10] / 1000.0,
             v[n * 99 / 100] / 1000.0, n);
 }
@@ -856,7 +857,7 @@ static void postgres__bench_prints_numbers(void **state)
         bench_handoff(modes[m]);
 }
 
-/* ---- main ----------------------------------------------------------------------- */
+/* ---- main --------------------------------------------------------------- */
 
 int main(int argc, char **argv)
 {
