@@ -1034,29 +1034,46 @@ static void pg_rollback(struct pg_session *s)
     pg_res_clear(&res);
 }
 
-/* Create the mode's table (and sequence) if missing. Concurrent first uses
- * must not fail (two CREATE TABLE IF NOT EXISTS can collide on pg_type's
- * unique index), so an advisory transaction lock serialises them. */
+/*
+ * Create the mode's table (and sequence) if missing. Concurrent first uses
+ * must not fail, but two CREATE TABLE IF NOT EXISTS running at once can:
+ * both see no table, and the second fails on pg_type's unique index (23505)
+ * when the first commits. An advisory transaction lock serialises dlock's
+ * own clients; anyone else creating the table at the same moment shows up
+ * as that error (or 42P07), which means the table now exists: go again, and
+ * IF NOT EXISTS skips what is there.
+ */
 static int pg_ensure_schema(struct pg_session *s, int64_t deadline)
 {
     const struct pg_conf *cf = s->cf;
     struct pg_q q[4];
     struct pg_res res;
-    int nq = 0, rc;
+    int nq = 0, rc = DLOCK_OK;
 
     q[nq++] = (struct pg_q){"SELECT pg_advisory_xact_lock(" PG_DDL_KEY ")",
                             0, {NULL}};
     for (int i = 0; i < 3 && cf->sql.ddl[i] != NULL; i++)
         q[nq++] = (struct pg_q){cf->sql.ddl[i], 0, {NULL}};
-    rc = pg_exec(s, q, nq, deadline, &res);
-    if (rc == PG_SQLERR)
-        rc = pg_sqlfail(s, DLOCK_ERROR, "creating the lock table", &res);
-    pg_res_clear(&res);
-    return rc;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        rc = pg_exec(s, q, nq, deadline, &res);
+        if (rc == PG_SQLERR && (strcmp(res.state, "23505") == 0 ||
+                                strcmp(res.state, "42P07") == 0)) {
+            pg_res_clear(&res);
+            continue; /* created by someone else just now */
+        }
+        if (rc == PG_SQLERR)
+            rc = pg_sqlfail(s, DLOCK_ERROR, "creating the lock table", &res);
+        pg_res_clear(&res);
+        return rc;
+    }
+    return dlock_session_error(&s->base, DLOCK_ERROR,
+                               "creating the lock table: it kept being "
+                               "created concurrently");
 }
 
 /* pg_exec, and if the table is missing (42P01, first use), create it and
- * try once more. */
+ * try once more. Besides pg_exec's results, a failure to create the table
+ * comes back as its DLOCK_ code: callers return any negative result. */
 static int pg_run(struct pg_session *s, const struct pg_q *q, int nq,
                   int64_t deadline, struct pg_res *res)
 {
@@ -1117,7 +1134,7 @@ static int adv_acquire(struct pg_session *s, const struct dlock_request *req,
         q[nq++] = (struct pg_q){cf->sql.lock_try[sh], 1, {key}};
     }
     rc = pg_run(s, q, nq, pg_wait_deadline(cf, deadline), &res);
-    if (rc == DLOCK_ECONNECT)
+    if (rc < 0) /* ECONNECT, or creating the table failed */
         return rc;
     if (rc == PG_SQLERR) {
         rc = pg_busy_code(res.state, deadline);
@@ -1219,7 +1236,7 @@ static int tx_acquire(struct pg_session *s, const struct dlock_request *req,
             q[nq++] = (struct pg_q){SQL_NEXTVAL, 0, {NULL}};
 
         rc = pg_run(s, q, nq, pg_wait_deadline(cf, deadline), &res);
-        if (rc == DLOCK_ECONNECT)
+        if (rc < 0) /* ECONNECT, or creating the table failed */
             return rc;
         if (rc == PG_SQLERR) {
             rc = pg_busy_code(res.state, deadline);
@@ -1356,7 +1373,7 @@ static int lease_acquire(struct pg_session *s, const struct dlock_request *req,
     q = (struct pg_q){cf->sql.lock_try[0], 5,
                       {hex, cf->ns, req->name, req->owner, ms}};
     rc = pg_run(s, &q, 1, pg_deadline(cf), &res);
-    if (rc == DLOCK_ECONNECT)
+    if (rc < 0) /* ECONNECT, or creating the table failed */
         return rc;
     if (rc == PG_SQLERR) {
         rc = pg_busy_code(res.state, 0);

@@ -3,7 +3,8 @@
  * backend, against a real server: `test_postgres --uri URI --group G`.
  *
  *   names    hostile names and namespaces are data (the tables survive
- *            injection strings), table= is validated, the 64-bit keys of
+ *            injection strings), table= is validated, eight processes can
+ *            create a table at once on first use, the 64-bit keys of
  *            100 000 names do not collide, URI parameters are checked.
  *   many     2000 advisory locks held by one client share a few connections.
  *   faults   a SIGKILLed holder frees connection-bound locks at once and
@@ -259,9 +260,133 @@ static void postgres__table_param_validated(void **state)
     lk = h_lock(c, h_name("table"), 0, 0);
     assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
     assert_int_equal(dlock_release(lk), DLOCK_OK);
-    assert_int_equal(
-        sql_num(a, "SELECT count(*) FROM \"My_Locks_2\" WHERE fence > 0"), 1);
+    assert_int_equal(sql_num(a,
+                             "SELECT count(*) FROM \"My_Locks_2\" WHERE "
+                             "fence > 0 AND name = '%s'",
+                             dlock_lock_name(lk)),
+                     1);
     dlock_lock_free(lk);
+    dlock_client_close(c);
+    PQfinish(a);
+}
+
+/* Child role "first_use URI NAME FD": connect, wait for the parent to
+ * close the pipe FD (so all children start together), acquire, release. */
+static int first_use_child(char **args)
+{
+    dlock_client *c = h_client(args[0]);
+    dlock_lock *lk = c ? h_lock(c, args[1], 0, 0) : NULL;
+    char b;
+    int rc;
+
+    if (lk == NULL)
+        return 3;
+    while (read(atoi(args[2]), &b, 1) > 0)
+        ;
+    rc = dlock_acquire(lk, 20000);
+    if (rc != DLOCK_OK) {
+        fprintf(stderr, "first use: %s\n", dlock_lock_errmsg(lk));
+        return 4;
+    }
+    rc = dlock_release(lk) == DLOCK_OK ? 0 : 5;
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    return rc;
+}
+
+/* Eight processes use a table that does not exist yet, at once: every one
+ * gets its lock (CREATE TABLE IF NOT EXISTS alone can fail on a race). */
+static void postgres__concurrent_first_use_creates_tables(void **state)
+{
+    static const char *const m3[] = {"advisory", "for_update", "lease"};
+    char self[4096], table[64];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    PGconn *a = admin();
+
+    (void)state;
+    assert_true(n > 0);
+    self[n] = '\0';
+    for (int m = 0; m < 3; m++) {
+        pid_t pids[8];
+        int gate[2];
+        char fd_s[16];
+        snprintf(table, sizeof table, "race_%s_%ld", m3[m], (long)getpid());
+        const char *uri = uri_of("mode=%s&table=%s", m3[m], table);
+        const char *name = h_name("race");
+        assert_int_equal(pipe(gate), 0);
+        snprintf(fd_s, sizeof fd_s, "%d", gate[0]);
+        fflush(NULL);
+        for (int i = 0; i < 8; i++) {
+            pids[i] = fork();
+            if (pids[i] == 0) {
+                close(gate[1]);
+                execl(self, self, "--uri", base_uri, "--child", "first_use",
+                      uri, name, fd_s, (char *)NULL);
+                _exit(127);
+            }
+        }
+        close(gate[0]);
+        h_sleep_ms(1500); /* all connected and waiting on the pipe */
+        close(gate[1]);
+        for (int i = 0; i < 8; i++)
+            assert_int_equal(h_wait(pids[i]), 0);
+        assert_int_equal(sql_num(a,
+                                 "SELECT count(*) FROM pg_class WHERE "
+                                 "relname = '%s'",
+                                 table),
+                         1);
+    }
+    PQfinish(a);
+}
+
+struct acq_job {
+    dlock_lock *lk;
+    int rc;
+};
+
+static void *acquire_job(void *p)
+{
+    struct acq_job *j = p;
+    j->rc = dlock_acquire(j->lk, 20000);
+    return NULL;
+}
+
+/* Someone else creates the table in the same instant as dlock's first use
+ * (held here in an open transaction, so the moment is certain): dlock's
+ * CREATE TABLE IF NOT EXISTS fails on pg_type's unique index when the
+ * other commits, and must take that as "the table exists". */
+static void postgres__first_use_while_another_creates_table(void **state)
+{
+    char table[64], sql[1024];
+    PGconn *a = admin();
+    PGresult *r;
+    dlock_client *c;
+    struct acq_job j;
+    pthread_t t;
+
+    (void)state;
+    snprintf(table, sizeof table, "other_%ld", (long)getpid());
+    snprintf(sql, sizeof sql,
+             "BEGIN; CREATE TABLE \"%s\" (key bytea PRIMARY KEY, namespace "
+             "text NOT NULL, name text NOT NULL, owner text NOT NULL, fence "
+             "bigint NOT NULL, expires_at timestamptz NOT NULL); "
+             "GRANT ALL ON \"%s\" TO dlock",
+             table, table);
+    r = PQexec(a, sql);
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    c = h_client(uri_of("mode=lease&table=%s", table));
+    j = (struct acq_job){h_lock(c, h_name("other"), 0, 0), -100};
+    pthread_create(&t, NULL, acquire_job, &j);
+    h_sleep_ms(700); /* dlock's CREATE is now waiting on ours */
+    r = PQexec(a, "COMMIT");
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    pthread_join(t, NULL);
+    if (j.rc != DLOCK_OK)
+        fail_msg("acquire: %s", dlock_lock_errmsg(j.lk));
+    assert_int_equal(dlock_release(j.lk), DLOCK_OK);
+    dlock_lock_free(j.lk);
     dlock_client_close(c);
     PQfinish(a);
 }
@@ -862,10 +987,15 @@ static void postgres__bench_prints_numbers(void **state)
 int main(int argc, char **argv)
 {
     static const struct h_role roles[] = {
-        {"hold", hold_child}, {"handoff", handoff_child}, {NULL, NULL}};
+        {"hold", hold_child},
+        {"handoff", handoff_child},
+        {"first_use", first_use_child},
+        {NULL, NULL}};
     const struct CMUnitTest names[] = {
         cmocka_unit_test(postgres__injection_names_leave_tables_intact),
         cmocka_unit_test(postgres__table_param_validated),
+        cmocka_unit_test(postgres__concurrent_first_use_creates_tables),
+        cmocka_unit_test(postgres__first_use_while_another_creates_table),
         cmocka_unit_test(postgres__advisory_keys_100k_no_collision),
         cmocka_unit_test(postgres__uri_parameters),
     };
