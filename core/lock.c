@@ -126,16 +126,17 @@ int dlock_lock_new(dlock_lock **out, dlock_client *c, const char *name,
     lk->interval_ms = lk->req.lease_ms / 3 > 0 ? lk->req.lease_ms / 3 : 1;
 
     pthread_mutex_lock(&c->mu);
-    c->nhandles++;
+    size_t nhandles = ++c->nhandles; /* read under c->mu, not wd.mu */
     lk->next = c->handles;
     if (c->handles != NULL)
         c->handles->prev = lk;
     c->handles = lk;
     pthread_mutex_unlock(&c->mu);
     /* Room in the watchdog's heap for this handle, so acquire never
-     * allocates. */
+     * allocates. The reservation only grows, so a concurrent new handle's
+     * smaller count does no harm. */
     pthread_mutex_lock(&c->wd.mu);
-    int rc = dlock__heap_reserve(&c->wd.heap, c->nhandles);
+    int rc = dlock__heap_reserve(&c->wd.heap, nhandles);
     pthread_mutex_unlock(&c->wd.mu);
     atomic_fetch_add(&c->refs, 1);
     *out = lk;
