@@ -1,0 +1,1040 @@
+/*
+ * test_postgres.c: what the conformance suite cannot see of the postgres
+ * backend, against a real server: `test_postgres --uri URI --group G`.
+ *
+ *   names    hostile names and namespaces are data (the tables survive
+ *            injection strings), table= is validated, eight processes can
+ *            create a table at once on first use, the 64-bit keys of
+ *            100 000 names do not collide, URI parameters are checked.
+ *   many     2000 advisory locks held by one client share a few connections.
+ *   faults   a SIGKILLed holder frees connection-bound locks at once and
+ *            lease locks after the lease; a terminated connection loses an
+ *            advisory lock but not a lease; a server restart does the same;
+ *            a paused or stopped server gives DLOCK_ECONNECT within timeout=.
+ *   bench    prints (never asserts) the raw floor against a dlock cycle and
+ *            the hand-off latency between 8 processes, for every mode.
+ *
+ * The admin URI ($DLOCK_TEST_PG_ADMIN_URI) is used to look at the server
+ * from outside: tables, pg_locks, pg_stat_activity, pg_terminate_backend.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <libpq-fe.h>
+
+#include "../conformance/harness.h"
+#include "dlock/backend.h"
+
+static const char *base_uri; /* $DLOCK_TEST_PG_URI, expanded */
+static const char *const modes[] = {"advisory", "advisory_xact", "for_update",
+                                    "lease"};
+#define NMODES 4
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static char uri_buf[4][4096];
+static int uri_next;
+
+/* base_uri with extra query parameters (rotating buffers). */
+static const char *uri_of(const char *fmt, ...)
+{
+    char *out = uri_buf[uri_next++ % 4], q[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(q, sizeof q, fmt, ap);
+    va_end(ap);
+    snprintf(out, 4096, "%s%s%s", base_uri, q[0] ? "?" : "", q);
+    return out;
+}
+
+static PGconn *admin(void)
+{
+    const char *a = getenv("DLOCK_TEST_PG_ADMIN_URI");
+    PGconn *c;
+
+    assert_non_null(a);
+    c = PQconnectdb(a);
+    if (PQstatus(c) != CONNECTION_OK)
+        fail_msg("admin connect: %s", PQerrorMessage(c));
+    return c;
+}
+
+/* The first column of the first row of sql, as a number (-1 if none). */
+static long long sql_num(PGconn *c, const char *fmt, ...)
+{
+    char sql[2048];
+    PGresult *r;
+    long long v = -1;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQresultErrorMessage(r));
+    if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+        v = atoll(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return v;
+}
+
+/* The backend's key: SHA-256(SHA-256(namespace) || SHA-256(name)), whose
+ * first 8 bytes (big-endian) are the advisory key. Re-derived here; the
+ * names group checks it against pg_locks. */
+static uint64_t key_of(const char *ns, const char *name, size_t len)
+{
+    uint8_t both[64], d[32];
+    uint64_t k = 0;
+
+    dlock_sha256(both, ns, strlen(ns));
+    dlock_sha256(both + 32, name, len);
+    dlock_sha256(d, both, sizeof both);
+    for (int i = 0; i < 8; i++)
+        k = (k << 8) | d[i];
+    return k;
+}
+
+static int ctl(const char *action)
+{
+    char cmd[1024];
+    const char *c = getenv("DLOCK_TEST_SERVERCTL");
+
+    assert_non_null(c);
+    snprintf(cmd, sizeof cmd, "'%s' %s pg", c, action);
+    return system(cmd);
+}
+
+static atomic_int lost_calls, lost_code;
+
+static void on_lost(dlock_lock *lk, int code, const char *why, void *p)
+{
+    (void)lk;
+    (void)p;
+    fprintf(stderr, "  on_lost: %s\n", why);
+    atomic_store(&lost_code, code);
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+static dlock_lock *lost_lock(dlock_client *c, const char *name, uint32_t lease)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+
+    o.lease_ms = lease;
+    o.on_lost = on_lost;
+    assert_int_equal(dlock_lock_new(&lk, c, name, &o), DLOCK_OK);
+    return lk;
+}
+
+static bool wait_lost(uint32_t ms)
+{
+    int64_t end = h_now_ms() + ms;
+    while (atomic_load(&lost_calls) == 0 && h_now_ms() < end)
+        h_sleep_ms(20);
+    return atomic_load(&lost_calls) > 0;
+}
+
+/* ---- names: injection, validation, keys --------------------------------- */
+
+static const char *const hostile[] = {
+    "'; DROP TABLE dlock_locks; --",
+    "'); DROP TABLE dlock_leases; --",
+    "\"; DROP TABLE dlock_fences; --",
+    "x' OR '1'='1",
+    "$1",
+    "E'\\x41'",
+    "back\\slash\\",
+    "new\nline\r\n",
+    "{a,b}",
+    "\"{}\"",
+    "\xe9\x94\x81 \xf0\x9f\x94\x92",
+    "%s%n%x",
+    "dlock_fence_seq'); SELECT nextval('dlock_fence_seq",
+};
+#define NHOSTILE (sizeof hostile / sizeof hostile[0])
+
+static void check_tables_intact(PGconn *a)
+{
+    static const char *const rels[] = {"dlock_fences", "dlock_locks",
+                                       "dlock_leases", "dlock_fence_seq"};
+    for (size_t i = 0; i < 4; i++)
+        if (sql_num(a, "SELECT count(*) FROM pg_class WHERE relname = '%s'",
+                    rels[i]) != 1)
+            fail_msg("%s is gone", rels[i]);
+}
+
+/* Every mode takes and releases each hostile name (all held at once, so
+ * distinct names must not collide); the names land in the rows verbatim,
+ * and the tables are still there. */
+static void postgres__injection_names_leave_tables_intact(void **state)
+{
+    char prefix[64];
+    PGconn *a = admin();
+
+    (void)state;
+    snprintf(prefix, sizeof prefix, "%s:", h_name("inject"));
+    for (int m = 0; m < NMODES; m++) {
+        /* The namespace is data too. */
+        dlock_client *c = h_client(uri_of(
+            "mode=%s&namespace=%s", modes[m],
+            "%27%3B%20DROP%20TABLE%20dlock_leases%3B%20--"));
+        dlock_lock *lk[NHOSTILE];
+        assert_non_null(c);
+        for (size_t i = 0; i < NHOSTILE; i++) {
+            char name[256];
+            snprintf(name, sizeof name, "%s%s", prefix, hostile[i]);
+            lk[i] = h_lock(c, name, 0, 0);
+            if (dlock_acquire(lk[i], 5000) != DLOCK_OK)
+                fail_msg("%s: name %zu: %s", modes[m], i,
+                         dlock_lock_errmsg(lk[i]));
+        }
+        for (size_t i = 0; i < NHOSTILE; i++) {
+            assert_int_equal(dlock_release(lk[i]), DLOCK_OK);
+            dlock_lock_free(lk[i]);
+        }
+        dlock_client_close(c);
+    }
+    check_tables_intact(a);
+    /* The rows hold the names and the namespace as written. */
+    for (size_t i = 0; i < NHOSTILE; i++) {
+        char name[256];
+        const char *params[2] = {name, "'; DROP TABLE dlock_leases; --"};
+        snprintf(name, sizeof name, "%s%s", prefix, hostile[i]);
+        for (int t = 0; t < 2; t++) {
+            char sql[128];
+            snprintf(sql, sizeof sql,
+                     "SELECT count(*) FROM %s WHERE name = $1 AND "
+                     "namespace = $2",
+                     t ? "dlock_leases" : "dlock_locks");
+            PGresult *r = PQexecParams(a, sql, 2, NULL, params, NULL, NULL, 0);
+            assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+            if (atoi(PQgetvalue(r, 0, 0)) != 1)
+                fail_msg("%s: name %zu not stored verbatim", sql, i);
+            PQclear(r);
+        }
+    }
+    PQfinish(a);
+}
+
+static void postgres__table_param_validated(void **state)
+{
+    static const char *const bad[] = {
+        "x%3Bdrop", "%22quoted%22", "1starts_with_digit", "has-dash",
+        "has%20space", "a.b", "",
+        "a234567890123456789012345678901234567890123456789012345678901234",
+    };
+    dlock_client *c = NULL;
+    PGconn *a = admin();
+    dlock_lock *lk;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(dlock_client_open(&c, uri_of("mode=lease&table=%s",
+                                                      bad[i]),
+                                           NULL),
+                         DLOCK_EINVAL);
+        assert_non_null(strstr(dlock_client_errmsg(c), "table"));
+        dlock_client_close(c);
+    }
+    assert_int_equal(dlock_client_open(&c, uri_of("mode=advisory_xact&"
+                                                  "table=x"),
+                                       NULL),
+                     DLOCK_EINVAL);
+    dlock_client_close(c);
+    /* A good one is used as written (quoted: case kept). */
+    c = h_client(uri_of("mode=for_update&table=My_Locks_2"));
+    assert_non_null(c);
+    lk = h_lock(c, h_name("table"), 0, 0);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    assert_int_equal(sql_num(a,
+                             "SELECT count(*) FROM \"My_Locks_2\" WHERE "
+                             "fence > 0 AND name = '%s'",
+                             dlock_lock_name(lk)),
+                     1);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    PQfinish(a);
+}
+
+/* Child role "first_use URI NAME FD": connect, wait for the parent to
+ * close the pipe FD (so all children start together), acquire, release. */
+static int first_use_child(char **args)
+{
+    dlock_client *c = h_client(args[0]);
+    dlock_lock *lk = c ? h_lock(c, args[1], 0, 0) : NULL;
+    char b;
+    int rc;
+
+    if (lk == NULL)
+        return 3;
+    while (read(atoi(args[2]), &b, 1) > 0)
+        ;
+    rc = dlock_acquire(lk, 20000);
+    if (rc != DLOCK_OK) {
+        fprintf(stderr, "first use: %s\n", dlock_lock_errmsg(lk));
+        return 4;
+    }
+    rc = dlock_release(lk) == DLOCK_OK ? 0 : 5;
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    return rc;
+}
+
+/* Eight processes use a table that does not exist yet, at once: every one
+ * gets its lock (CREATE TABLE IF NOT EXISTS alone can fail on a race). */
+static void postgres__concurrent_first_use_creates_tables(void **state)
+{
+    static const char *const m3[] = {"advisory", "for_update", "lease"};
+    char self[4096], table[64];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    PGconn *a = admin();
+
+    (void)state;
+    assert_true(n > 0);
+    self[n] = '\0';
+    for (int m = 0; m < 3; m++) {
+        pid_t pids[8];
+        int gate[2];
+        char fd_s[16];
+        snprintf(table, sizeof table, "race_%s_%ld", m3[m], (long)getpid());
+        const char *uri = uri_of("mode=%s&table=%s", m3[m], table);
+        const char *name = h_name("race");
+        assert_int_equal(pipe(gate), 0);
+        snprintf(fd_s, sizeof fd_s, "%d", gate[0]);
+        fflush(NULL);
+        for (int i = 0; i < 8; i++) {
+            pids[i] = fork();
+            if (pids[i] == 0) {
+                close(gate[1]);
+                execl(self, self, "--uri", base_uri, "--child", "first_use",
+                      uri, name, fd_s, (char *)NULL);
+                _exit(127);
+            }
+        }
+        close(gate[0]);
+        h_sleep_ms(1500); /* all connected and waiting on the pipe */
+        close(gate[1]);
+        for (int i = 0; i < 8; i++)
+            assert_int_equal(h_wait(pids[i]), 0);
+        assert_int_equal(sql_num(a,
+                                 "SELECT count(*) FROM pg_class WHERE "
+                                 "relname = '%s'",
+                                 table),
+                         1);
+    }
+    PQfinish(a);
+}
+
+struct acq_job {
+    dlock_lock *lk;
+    int rc;
+};
+
+static void *acquire_job(void *p)
+{
+    struct acq_job *j = p;
+    j->rc = dlock_acquire(j->lk, 20000);
+    return NULL;
+}
+
+/* Someone else creates the table in the same instant as dlock's first use
+ * (held here in an open transaction, so the moment is certain): dlock's
+ * CREATE TABLE IF NOT EXISTS fails on pg_type's unique index when the
+ * other commits, and must take that as "the table exists". */
+static void postgres__first_use_while_another_creates_table(void **state)
+{
+    char table[64], sql[1024];
+    PGconn *a = admin();
+    PGresult *r;
+    dlock_client *c;
+    struct acq_job j;
+    pthread_t t;
+
+    (void)state;
+    snprintf(table, sizeof table, "other_%ld", (long)getpid());
+    snprintf(sql, sizeof sql,
+             "BEGIN; CREATE TABLE \"%s\" (key bytea PRIMARY KEY, namespace "
+             "text NOT NULL, name text NOT NULL, owner text NOT NULL, fence "
+             "bigint NOT NULL, expires_at timestamptz NOT NULL); "
+             "GRANT ALL ON \"%s\" TO dlock",
+             table, table);
+    r = PQexec(a, sql);
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    c = h_client(uri_of("mode=lease&table=%s", table));
+    j = (struct acq_job){h_lock(c, h_name("other"), 0, 0), -100};
+    pthread_create(&t, NULL, acquire_job, &j);
+    h_sleep_ms(700); /* dlock's CREATE is now waiting on ours */
+    r = PQexec(a, "COMMIT");
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    pthread_join(t, NULL);
+    if (j.rc != DLOCK_OK)
+        fail_msg("acquire: %s", dlock_lock_errmsg(j.lk));
+    assert_int_equal(dlock_release(j.lk), DLOCK_OK);
+    dlock_lock_free(j.lk);
+    dlock_client_close(c);
+    PQfinish(a);
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* 64-bit keys: with n names, a collision has odds about n^2 / 2^65
+ * (2.7e-10 for 100 000). Compute them all and look; and check that the
+ * derivation above is the backend's, on the server's own lock table. */
+static void postgres__advisory_keys_100k_no_collision(void **state)
+{
+    enum { N = 100000 };
+    uint64_t *k = malloc(N * sizeof *k);
+    const char *name = h_name("probe");
+    uint64_t probe = key_of("ns-probe", name, strlen(name));
+    dlock_client *c;
+    dlock_lock *lk;
+    PGconn *a = admin();
+    char nm[64];
+    size_t dups = 0;
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(nm, sizeof nm, "order/%d", i);
+        k[i] = key_of("", nm, (size_t)n);
+    }
+    qsort(k, N, sizeof *k, cmp_u64);
+    for (int i = 1; i < N; i++)
+        dups += k[i] == k[i - 1];
+    fprintf(stderr, "  %d names, %zu colliding 64-bit keys\n", N, dups);
+    assert_int_equal(dups, 0);
+    free(k);
+
+    c = h_client(uri_of("namespace=ns-probe"));
+    lk = h_lock(c, name, 0, 0);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_int_equal(
+        sql_num(a,
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND objsubid = 1 AND granted AND classid::bigint = %llu "
+                "AND objid::bigint = %llu",
+                (unsigned long long)(probe >> 32),
+                (unsigned long long)(probe & 0xffffffffu)),
+        1);
+    /* The same name in another namespace is another lock. */
+    dlock_client *c2 = h_client(uri_of("namespace=other"));
+    dlock_lock *lk2 = h_lock(c2, name, 0, 0);
+    assert_int_equal(dlock_try_acquire(lk2), DLOCK_OK);
+    assert_int_equal(dlock_release(lk2), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk2);
+    dlock_lock_free(lk);
+    dlock_client_close(c2);
+    dlock_client_close(c);
+    PQfinish(a);
+}
+
+static void expect_open(int want, const char *uri, const char *needle)
+{
+    dlock_client *c = NULL;
+    int rc = dlock_client_open(&c, uri, NULL);
+    const char *pw = getenv("DLOCK_TEST_PG_PASSWORD");
+
+    if (rc != want || (needle && !strstr(dlock_client_errmsg(c), needle)))
+        fail_msg("open %s: %s (%s), want %s with '%s'", uri,
+                 dlock_err_name(rc), dlock_client_errmsg(c),
+                 dlock_err_name(want), needle ? needle : "");
+    if (pw != NULL && pw[0] && strstr(dlock_client_errmsg(c), pw))
+        fail_msg("password in message: %s", dlock_client_errmsg(c));
+    dlock_client_close(c);
+}
+
+static void postgres__uri_parameters(void **state)
+{
+    char u[4096], *at, *colon;
+    int port;
+
+    (void)state;
+    expect_open(DLOCK_EINVAL, uri_of("mode=nosuch"), "mode");
+    expect_open(DLOCK_EINVAL, uri_of("connect_timeout=3"), "timeout=");
+    expect_open(DLOCK_EINVAL, uri_of("bogus=1"), "sslmode");
+    expect_open(DLOCK_EINVAL, uri_of("timeout=5x"), "timeout");
+    if (PQlibVersion() < 160000)
+        expect_open(DLOCK_EINVAL, uri_of("load_balance_hosts=random"),
+                    "not supported by this libpq");
+    /* libpq's own parameters pass through: this server has no TLS. */
+    expect_open(DLOCK_ECONNECT, uri_of("sslmode=require"), "SSL");
+    expect_open(DLOCK_OK, uri_of("sslmode=disable&application_name=mine"),
+                NULL);
+    expect_open(DLOCK_ECONNECT, uri_of("options=-c%%20nosuch.x%%3D1%%20-c"
+                                       "%%20bogus_guc%%3D1"),
+                "bogus_guc");
+    /* postgres://user:pw@host:port/db: a wrong password, a path with two
+     * segments, the postgresql:// alias, two hosts of which the first is
+     * closed (libpq tries the next). */
+    snprintf(u, sizeof u, "%s", base_uri);
+    at = strchr(u, '@');
+    colon = strchr(strchr(u, ':') + 1, ':');
+    assert_non_null(at);
+    assert_non_null(colon);
+    {
+        char bad[4096];
+        snprintf(bad, sizeof bad, "%.*s:wrong-pw%s", (int)(colon - u), u, at);
+        expect_open(DLOCK_ECONNECT, bad, "password authentication failed");
+        snprintf(bad, sizeof bad, "%s/extra", u);
+        expect_open(DLOCK_EINVAL, bad, "path");
+        snprintf(bad, sizeof bad, "postgresql%s", strstr(u, "://"));
+        expect_open(DLOCK_OK, bad, NULL);
+        port = atoi(strrchr(at, ':') + 1);
+        snprintf(bad, sizeof bad, "%.*s@127.0.0.1:1,127.0.0.1:%d/dlock",
+                 (int)(at - u), u, port);
+        expect_open(DLOCK_OK, bad, NULL);
+    }
+}
+
+/* ---- many: advisory locks share connections ----------------------------- */
+
+static void postgres__2000_advisory_locks_few_connections(void **state)
+{
+    enum { N = 2000 };
+    dlock_client *c = h_client(uri_of("mode=advisory"));
+    dlock_lock **lk = calloc(N, sizeof *lk);
+    PGconn *a = admin();
+    char name[64];
+    long long conns, held;
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "%s-%d", h_name("many"), i);
+        lk[i] = h_lock(c, name, 0, 0);
+        assert_int_equal(dlock_acquire(lk[i], 0), DLOCK_OK);
+    }
+    conns = sql_num(a,
+                    "SELECT count(*) FROM pg_stat_activity WHERE "
+                    "application_name = 'dlock:%ld'",
+                    (long)getpid());
+    held = sql_num(a,
+                   "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity s "
+                   "ON s.pid = l.pid WHERE l.locktype = 'advisory' AND "
+                   "l.granted AND s.application_name = 'dlock:%ld'",
+                   (long)getpid());
+    fprintf(stderr, "  %d advisory locks held on %lld connection(s)\n",
+            (int)held, conns);
+    assert_int_equal(held, N);
+    assert_true(conns >= 1 && conns < 10);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(dlock_release(lk[i]), DLOCK_OK);
+        dlock_lock_free(lk[i]);
+    }
+    assert_int_equal(sql_num(a,
+                             "SELECT count(*) FROM pg_locks l JOIN "
+                             "pg_stat_activity s ON s.pid = l.pid WHERE "
+                             "l.locktype = 'advisory' AND "
+                             "s.application_name = 'dlock:%ld'",
+                             (long)getpid()),
+                     0);
+    free(lk);
+    dlock_client_close(c);
+    PQfinish(a);
+}
+
+/* ---- faults ------------------------------------------------------------- */
+
+/* Child role "hold URI NAME LEASE": take the lock, say so on stdout's
+ * gate file, and wait to be killed. */
+static int hold_child(char **args)
+{
+    dlock_client *c = h_client(args[0]);
+    dlock_lock *lk = c ? h_lock(c, args[1], (uint32_t)atoi(args[2]), 0)
+                       : NULL;
+    int fd;
+
+    if (lk == NULL || dlock_acquire(lk, 10000) != DLOCK_OK)
+        return 3;
+    fd = open(args[3], O_CREAT | O_WRONLY, 0600);
+    if (fd < 0)
+        return 4;
+    close(fd);
+    for (;;)
+        pause();
+}
+
+static pid_t spawn_holder(const char *uri, const char *name, uint32_t lease,
+                          const char *gate)
+{
+    char self[4096], lease_s[16];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    pid_t pid;
+
+    assert_true(n > 0);
+    self[n] = '\0';
+    snprintf(lease_s, sizeof lease_s, "%u", lease);
+    unlink(gate);
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        execl(self, self, "--uri", base_uri, "--child", "hold", uri, name,
+              lease_s, gate, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 300 && access(gate, F_OK) != 0; i++)
+        h_sleep_ms(50);
+    assert_int_equal(access(gate, F_OK), 0);
+    return pid;
+}
+
+/* A killed holder: connection-bound modes free the lock as soon as the
+ * server sees the connection close, long before its (60 s) lease; a lease
+ * stays taken until its lease runs out. */
+static void postgres__holder_sigkill(void **state)
+{
+    char gate[512];
+
+    (void)state;
+    snprintf(gate, sizeof gate, "%s/gate", h_scratch());
+    for (int m = 0; m < NMODES; m++) {
+        bool lease = strcmp(modes[m], "lease") == 0;
+        const char *uri = uri_of("mode=%s", modes[m]);
+        const char *name = h_name("killed");
+        dlock_client *c = h_client(uri);
+        dlock_lock *lk = h_lock(c, name, 0, 0);
+        pid_t pid = spawn_holder(uri, name, lease ? 1500 : 60000, gate);
+        int64_t t0;
+
+        assert_int_equal(dlock_try_acquire(lk), DLOCK_EBUSY);
+        kill(pid, SIGKILL);
+        assert_int_equal(h_wait(pid), 128 + SIGKILL);
+        t0 = h_now_ms();
+        if (lease)
+            assert_int_equal(dlock_try_acquire(lk), DLOCK_EBUSY);
+        assert_int_equal(dlock_acquire(lk, 20000), DLOCK_OK);
+        fprintf(stderr, "  %s: freed %lld ms after the holder died\n",
+                modes[m], (long long)(h_now_ms() - t0));
+        if (!lease)
+            assert_true(h_now_ms() - t0 < 20000);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        dlock_lock_free(lk);
+        dlock_client_close(c);
+    }
+}
+
+static void terminate_ours(PGconn *a)
+{
+    long long n = sql_num(a,
+                          "SELECT count(pg_terminate_backend(pid)) FROM "
+                          "pg_stat_activity WHERE application_name = "
+                          "'dlock:%ld'",
+                          (long)getpid());
+    assert_true(n >= 1);
+}
+
+/* An administrator (or a failover) ends the holder's connections: an
+ * advisory lock is lost with them and reported; a lease is not, and its
+ * renewals go on over a new connection. */
+static void postgres__terminated_connection(void **state)
+{
+    PGconn *a = admin();
+    dlock_client *adv = h_client(uri_of("mode=advisory"));
+    dlock_client *ls = h_client(uri_of("mode=lease"));
+    dlock_client *other = h_client(uri_of("mode=lease"));
+    const char *an = h_name("term-adv"), *ln;
+    dlock_lock *la = lost_lock(adv, an, 900), *ll, *probe;
+
+    (void)state;
+    ln = h_name("term-lease");
+    ll = lost_lock(ls, ln, 3000);
+    probe = h_lock(other, ln, 0, 0);
+    atomic_store(&lost_calls, 0);
+    assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
+    assert_int_equal(dlock_acquire(ll, 0), DLOCK_OK);
+    terminate_ours(a);
+    assert_true(wait_lost(5000));
+    assert_false(dlock_held(la));
+    assert_int_equal(atomic_load(&lost_code), DLOCK_ELOST);
+    assert_int_equal(dlock_release(la), DLOCK_ELOST);
+    /* Only the advisory lock was lost. */
+    h_sleep_ms(1500);
+    assert_int_equal(atomic_load(&lost_calls), 1);
+    assert_true(dlock_held(ll));
+    assert_int_equal(dlock_renew(ll), DLOCK_OK);
+    assert_int_equal(dlock_try_acquire(probe), DLOCK_EBUSY);
+    assert_int_equal(dlock_release(ll), DLOCK_OK);
+    assert_int_equal(dlock_try_acquire(probe), DLOCK_OK);
+    assert_int_equal(dlock_release(probe), DLOCK_OK);
+    /* The advisory client works again on a fresh connection. */
+    assert_int_equal(dlock_acquire(la, 1000), DLOCK_OK);
+    assert_int_equal(dlock_release(la), DLOCK_OK);
+    dlock_lock_free(la);
+    dlock_lock_free(ll);
+    dlock_lock_free(probe);
+    dlock_client_close(adv);
+    dlock_client_close(ls);
+    dlock_client_close(other);
+    PQfinish(a);
+}
+
+/* A server restart: advisory holders are told their lock is lost; lease
+ * holders keep theirs (the row is on disk) and their renewals resume. */
+static void postgres__server_restart(void **state)
+{
+    dlock_client *adv = h_client(uri_of("mode=advisory"));
+    dlock_client *ls = h_client(uri_of("mode=lease"));
+    dlock_lock *la = lost_lock(adv, h_name("restart-adv"), 900);
+    const char *ln = h_name("restart-lease");
+    dlock_lock *ll = lost_lock(ls, ln, 9000), *probe;
+    dlock_client *other;
+
+    (void)state;
+    atomic_store(&lost_calls, 0);
+    assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
+    assert_int_equal(dlock_acquire(ll, 0), DLOCK_OK);
+    assert_int_equal(ctl("restart"), 0);
+    assert_true(wait_lost(10000));
+    assert_false(dlock_held(la));
+    h_sleep_ms(3500); /* more than one renewal interval (3 s) */
+    assert_int_equal(atomic_load(&lost_calls), 1);
+    assert_true(dlock_held(ll));
+    assert_int_equal(dlock_renew(ll), DLOCK_OK);
+    other = h_client(uri_of("mode=lease"));
+    probe = h_lock(other, ln, 0, 0);
+    assert_int_equal(dlock_try_acquire(probe), DLOCK_EBUSY);
+    assert_int_equal(dlock_release(ll), DLOCK_OK);
+    assert_int_equal(dlock_release(la), DLOCK_ELOST);
+    assert_int_equal(dlock_acquire(la, 5000), DLOCK_OK);
+    assert_int_equal(dlock_release(la), DLOCK_OK);
+    dlock_lock_free(probe);
+    dlock_lock_free(la);
+    dlock_lock_free(ll);
+    dlock_client_close(other);
+    dlock_client_close(adv);
+    dlock_client_close(ls);
+}
+
+/* A paused server (SIGSTOP: the kernel still accepts connections and
+ * acknowledges data, nothing answers) and a stopped one: every call ends
+ * with DLOCK_ECONNECT within timeout=, none hangs. */
+static void postgres__paused_or_stopped_server(void **state)
+{
+    (void)state;
+    for (int m = 0; m < NMODES; m++) {
+        const char *uri = uri_of("mode=%s&timeout=1s", modes[m]);
+        dlock_client *c = h_client(uri), *c2 = NULL;
+        dlock_lock *lk = h_lock(c, h_name("paused"), 0, 0);
+        int64_t t0;
+        int rc;
+
+        assert_int_equal(ctl("pause"), 0);
+        t0 = h_now_ms();
+        rc = dlock_try_acquire(lk);
+        fprintf(stderr, "  %s paused: try %s in %lld ms", modes[m],
+                dlock_err_name(rc), (long long)(h_now_ms() - t0));
+        assert_int_equal(rc, DLOCK_ECONNECT);
+        assert_true(h_now_ms() - t0 < 1000 + 2500);
+        t0 = h_now_ms();
+        rc = dlock_client_open(&c2, uri, NULL);
+        fprintf(stderr, ", open %s in %lld ms\n", dlock_err_name(rc),
+                (long long)(h_now_ms() - t0));
+        assert_int_equal(rc, DLOCK_ECONNECT);
+        assert_true(h_now_ms() - t0 < 1000 + 2500);
+        dlock_client_close(c2);
+        assert_int_equal(ctl("resume"), 0);
+        assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        dlock_lock_free(lk);
+        dlock_client_close(c);
+    }
+    /* Stopped: refused at once. */
+    {
+        dlock_client *c = h_client(uri_of("timeout=1s"));
+        dlock_lock *lk = h_lock(c, h_name("stopped"), 0, 0);
+        int64_t t0;
+        assert_int_equal(ctl("stop"), 0);
+        t0 = h_now_ms();
+        assert_int_equal(dlock_try_acquire(lk), DLOCK_ECONNECT);
+        assert_true(h_now_ms() - t0 < 1000 + 2500);
+        assert_int_equal(ctl("start"), 0);
+        assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        dlock_lock_free(lk);
+        dlock_client_close(c);
+    }
+}
+
+struct rel_job {
+    dlock_lock *lk;
+    uint32_t after_ms;
+    int64_t at;
+    int rc;
+};
+
+static void *release_after(void *p)
+{
+    struct rel_job *j = p;
+    h_sleep_ms(j->after_ms);
+    j->at = h_now_ms();
+    j->rc = dlock_release(j->lk);
+    return NULL;
+}
+
+/* A lease waiter is woken by the release's NOTIFY, not by polling: the
+ * holder's 30 s lease makes the retry hint long, so without the
+ * notification the waiter would sleep the 5 s safety poll. */
+static void postgres__lease_waiter_woken_by_notify(void **state)
+{
+    const char *uri = uri_of("mode=lease");
+    const char *name = h_name("notify");
+    dlock_client *c1 = h_client(uri), *c2 = h_client(uri);
+    dlock_lock *a = h_lock(c1, name, 30000, 0), *b = h_lock(c2, name, 0, 0);
+
+    (void)state;
+    /* Twice: the first wait subscribes, the second reuses the channel. */
+    for (int round = 0; round < 2; round++) {
+        struct rel_job j = {a, 700, 0, -100};
+        pthread_t t;
+        int64_t got;
+
+        assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
+        pthread_create(&t, NULL, release_after, &j);
+        assert_int_equal(dlock_acquire(b, 20000), DLOCK_OK);
+        got = h_now_ms();
+        pthread_join(t, NULL);
+        assert_int_equal(j.rc, DLOCK_OK);
+        fprintf(stderr, "  round %d: waiter had the lock %lld ms after the "
+                        "release\n",
+                round, (long long)(got - j.at));
+        assert_true(got - j.at < 2500);
+        assert_int_equal(dlock_release(b), DLOCK_OK);
+    }
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(c1);
+    dlock_client_close(c2);
+}
+
+/* ---- bench: printed, not asserted --------------------------------------- */
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static void stats(const char *what, int64_t *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_i64);
+    fprintf(stderr,
+            "  %-34s p50 %7.1f us  p90 %7.1f us  p99 %7.1f us  (n=%zu)\n",
+            what, v[n / 2] / 1000.0, v[n * 9 / 10] / 1000.0,
+            v[n * 99 / 100] / 1000.0, n);
+}
+
+/* Shared page of the hand-off measurement: the last release's time. */
+struct handoff_page {
+    _Atomic int64_t released_ns; /* 0: no release yet */
+};
+
+/* Child role "handoff URI NAME CYCLES PAGE OUT": contend; after each grant,
+ * record how long after the previous holder's release it came. */
+static int handoff_child(char **args)
+{
+    dlock_client *c = h_client(args[0]);
+    dlock_lock *lk = c ? h_lock(c, args[1], 0, 0) : NULL;
+    int cycles = atoi(args[2]);
+    int fd = open(args[3], O_RDWR);
+    struct handoff_page *pg;
+    int64_t *out = calloc((size_t)cycles, sizeof *out);
+    int n = 0;
+    FILE *f;
+
+    if (lk == NULL || fd < 0 || out == NULL)
+        return 3;
+    pg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (pg == MAP_FAILED)
+        return 4;
+    for (int i = 0; i < cycles; i++) {
+        if (dlock_acquire(lk, 60000) != DLOCK_OK)
+            return 5;
+        int64_t now = (int64_t)dlock_now_ns(),
+                rel = atomic_load(&pg->released_ns);
+        if (rel != 0)
+            out[n++] = now - rel;
+        atomic_store(&pg->released_ns, (int64_t)dlock_now_ns());
+        if (dlock_release(lk) != DLOCK_OK)
+            return 6;
+    }
+    f = fopen(args[4], "w");
+    if (f == NULL)
+        return 7;
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%lld\n", (long long)out[i]);
+    fclose(f);
+    free(out);
+    munmap(pg, 4096);
+    close(fd);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    return 0;
+}
+
+static void bench_handoff(const char *mode)
+{
+    enum { PROCS = 8, CYCLES = 60 };
+    const char *uri = uri_of("mode=%s", mode);
+    const char *name = h_name("handoff");
+    char page[512], out[PROCS][512], cyc[16], self[4096], line[64];
+    pid_t pids[PROCS];
+    int64_t *all = calloc(PROCS * CYCLES, sizeof *all);
+    size_t n = 0;
+    int fd;
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+
+    assert_true(len > 0);
+    self[len] = '\0';
+    snprintf(page, sizeof page, "%s/page-%s", h_scratch(), mode);
+    fd = open(page, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0 && ftruncate(fd, 4096) == 0);
+    close(fd);
+    snprintf(cyc, sizeof cyc, "%d", CYCLES);
+    fflush(NULL);
+    for (int i = 0; i < PROCS; i++) {
+        snprintf(out[i], sizeof out[i], "%s/out-%s-%d", h_scratch(), mode, i);
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            execl(self, self, "--uri", base_uri, "--child", "handoff", uri,
+                  name, cyc, page, out[i], (char *)NULL);
+            _exit(127);
+        }
+    }
+    for (int i = 0; i < PROCS; i++)
+        assert_int_equal(h_wait(pids[i]), 0);
+    for (int i = 0; i < PROCS; i++) {
+        FILE *f = fopen(out[i], "r");
+        assert_non_null(f);
+        while (n < PROCS * CYCLES && fgets(line, sizeof line, f) != NULL)
+            all[n++] = atoll(line);
+        fclose(f);
+    }
+    snprintf(line, sizeof line, "%s hand-off, 8 processes", mode);
+    stats(line, all, n);
+    free(all);
+}
+
+static void bench_cycle(const char *mode)
+{
+    enum { N = 400 };
+    const char *uri = uri_of("mode=%s", mode);
+    int64_t floor_v[N], cyc[N];
+    uint64_t raw[N];
+    char err[512], what[64];
+    dlock_client *c = h_client(uri);
+    dlock_lock *lk = h_lock(c, h_name("cycle"), 0, 0);
+
+    /* Warm up both, then measure them interleaved in blocks, so a busy
+     * neighbour on this shared machine hits both alike. */
+    assert_int_equal(dlock_bench_floor(uri, "bench-floor", 50, raw, err,
+                                       sizeof err),
+                     DLOCK_OK);
+    for (int i = 0; i < 50; i++) {
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+    }
+    for (int blk = 0; blk < N; blk += 100) {
+        if (dlock_bench_floor(uri, "bench-floor", 100, raw + blk, err,
+                              sizeof err) != DLOCK_OK)
+            fail_msg("floor: %s", err);
+        for (int i = blk; i < blk + 100; i++) {
+            uint64_t t0 = dlock_now_ns();
+            assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+            assert_int_equal(dlock_release(lk), DLOCK_OK);
+            cyc[i] = (int64_t)(dlock_now_ns() - t0);
+        }
+    }
+    for (int i = 0; i < N; i++)
+        floor_v[i] = (int64_t)raw[i];
+    snprintf(what, sizeof what, "%s floor (bare libpq)", mode);
+    stats(what, floor_v, N);
+    snprintf(what, sizeof what, "%s dlock acquire+release", mode);
+    stats(what, cyc, N);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
+static void postgres__bench_prints_numbers(void **state)
+{
+    (void)state;
+    for (int m = 0; m < NMODES; m++)
+        bench_cycle(modes[m]);
+    for (int m = 0; m < NMODES; m++)
+        bench_handoff(modes[m]);
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    static const struct h_role roles[] = {
+        {"hold", hold_child},
+        {"handoff", handoff_child},
+        {"first_use", first_use_child},
+        {NULL, NULL}};
+    const struct CMUnitTest names[] = {
+        cmocka_unit_test(postgres__injection_names_leave_tables_intact),
+        cmocka_unit_test(postgres__table_param_validated),
+        cmocka_unit_test(postgres__concurrent_first_use_creates_tables),
+        cmocka_unit_test(postgres__first_use_while_another_creates_table),
+        cmocka_unit_test(postgres__advisory_keys_100k_no_collision),
+        cmocka_unit_test(postgres__uri_parameters),
+    };
+    const struct CMUnitTest many[] = {
+        cmocka_unit_test(postgres__2000_advisory_locks_few_connections),
+    };
+    const struct CMUnitTest faults[] = {
+        cmocka_unit_test(postgres__holder_sigkill),
+        cmocka_unit_test(postgres__terminated_connection),
+        cmocka_unit_test(postgres__lease_waiter_woken_by_notify),
+        cmocka_unit_test(postgres__server_restart),
+        cmocka_unit_test(postgres__paused_or_stopped_server),
+    };
+    const struct CMUnitTest bench[] = {
+        cmocka_unit_test(postgres__bench_prints_numbers),
+    };
+    const char *group = "";
+    int rc;
+
+    h_child_dispatch(argc, argv, roles);
+    base_uri = h_setup(argc, argv);
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--group") == 0)
+            group = argv[i + 1];
+    if (strcmp(group, "names") == 0)
+        rc = cmocka_run_group_tests_name("postgres/names", names, NULL, NULL);
+    else if (strcmp(group, "many") == 0)
+        rc = cmocka_run_group_tests_name("postgres/many", many, NULL, NULL);
+    else if (strcmp(group, "faults") == 0)
+        rc = cmocka_run_group_tests_name("postgres/faults", faults, NULL,
+                                         NULL);
+    else if (strcmp(group, "bench") == 0)
+        rc = cmocka_run_group_tests_name("postgres/bench", bench, NULL, NULL);
+    else {
+        fprintf(stderr, "usage: %s --uri URI --group "
+                        "names|many|faults|bench\n",
+                argv[0]);
+        rc = 2;
+    }
+    h_cleanup();
+    return rc;
+}
