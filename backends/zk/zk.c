@@ -666,6 +666,7 @@ static int zk_wait_connected(struct zk_conn *c, int64_t deadline)
 static int zk_ready(struct zk_session *zs, struct zk_conn *c,
                     int64_t deadline)
 {
+    int64_t waited = deadline - dlock_now_ms();
     int rc = zk_wait_connected(c, deadline);
 
     if (rc == ZOK)
@@ -676,9 +677,10 @@ static int zk_ready(struct zk_session *zs, struct zk_conn *c,
                                    "one is opened on the next try");
     return dlock_session_error(&zs->base, DLOCK_ECONNECT,
                                "no ZooKeeper server of %s served us within "
-                               "%u ms (down, unreachable, or without a "
+                               "%lld ms (down, unreachable, or without a "
                                "quorum)",
-                               zs->ctx->hosts, zs->ctx->timeout_ms);
+                               zs->ctx->hosts,
+                               (long long)(waited > 0 ? waited : 0));
 }
 
 /* ---- calls --------------------------------------------------------------- */
@@ -1324,13 +1326,15 @@ static int zk_enqueue(struct zk_session *zs, struct zk_conn *c,
     size_t dirlen = strlen(zs->dir);
     char *name = zs->node + dirlen + 1; /* after "<dir>/" */
     size_t room = sizeof zs->node - dirlen - 1;
+    /* All of it, recovery included, within timeout=: a server that is
+     * down or paused gives DLOCK_ECONNECT in that time. */
+    int64_t limit = dlock_now_ms() + x->timeout_ms;
     int rc;
 
     for (int tries = 0; tries < 6; tries++) {
         snprintf(name, room, "_c_%s-%s", guid, zk_kind(x, shared));
         rc = zk_create(zs, c, zs->node, req->owner, (int)req->owner_len,
-                       ZOO_EPHEMERAL_SEQUENTIAL,
-                       dlock_now_ms() + x->timeout_ms);
+                       ZOO_EPHEMERAL_SEQUENTIAL, limit);
         if (rc == ZOK) {
             snprintf(name, room, "%s", zs->call->name);
             *czxid = zs->call->stat.czxid;
@@ -1351,20 +1355,18 @@ static int zk_enqueue(struct zk_session *zs, struct zk_conn *c,
                           "zk: the answer to creating our node under %s was "
                           "lost (%s); looking for it by its id %s",
                           zs->dir, zk_err(rc), guid);
-        if (zk_ready(zs, c, dlock_now_ms() + x->timeout_ms) != DLOCK_OK) {
+        if (zk_ready(zs, c, limit) != DLOCK_OK) {
             zk_orphan_add(c, zs->dir, guid);
             return DLOCK_ECONNECT;
         }
-        rc = zk_children(zs, c, zs->dir, guid, shared,
-                         dlock_now_ms() + x->timeout_ms);
+        rc = zk_children(zs, c, zs->dir, guid, shared, limit);
         if (rc == ZOK && zs->call->scan.found) {
             snprintf(name, room, "%s", zs->call->scan.self);
             dlock_session_log(&zs->base, DLOCK_LOG_INFO,
                               "zk: found our node %s after the lost answer; "
                               "keeping it and its place in the queue",
                               name);
-            rc = zk_exists(zs, c, zs->node, 0,
-                           dlock_now_ms() + x->timeout_ms);
+            rc = zk_exists(zs, c, zs->node, 0, limit);
             if (rc == ZOK) {
                 *czxid = zs->call->stat.czxid;
                 return DLOCK_OK;
@@ -1418,6 +1420,14 @@ static void zk_waiter_remove(struct zk_conn *c, struct zk_waiter *w)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* How long to wait for a connection: timeout=, or less if the caller's
+ * deadline comes first. */
+static int64_t zk_limit(const struct zk_ctx *x, int64_t deadline)
+{
+    int64_t t = dlock_now_ms() + x->timeout_ms;
+    return deadline != 0 && deadline < t ? deadline : t;
+}
+
 static int zk_acquire(struct dlock_session *s, const struct dlock_request *req,
                       int64_t deadline, struct dlock_grant *grant,
                       uint32_t *retry_ms)
@@ -1439,7 +1449,7 @@ static int zk_acquire(struct dlock_session *s, const struct dlock_request *req,
     rc = zk_conn_get(zs, &c);
     if (rc != DLOCK_OK)
         return rc;
-    rc = zk_ready(zs, c, dlock_now_ms() + x->timeout_ms);
+    rc = zk_ready(zs, c, zk_limit(x, deadline));
     if (rc != DLOCK_OK)
         goto out;
     timeout = atomic_load(&c->timeout_ms);
@@ -1469,7 +1479,7 @@ requeue:
         goto out;
 
     for (;;) {
-        if (zk_ready(zs, c, dlock_now_ms() + x->timeout_ms) != DLOCK_OK) {
+        if (zk_ready(zs, c, zk_limit(x, deadline)) != DLOCK_OK) {
             /* A disconnection longer than timeout= ends the attempt (core
              * retries until the deadline); our node goes when it can. */
             zk_orphan_add(c, zs->dir, guid);
