@@ -212,6 +212,23 @@ static void zk_log(const char *message)
         zk_last_log[--n] = '\0';
 }
 
+/*
+ * Once per process: the C client's log level is global. At its default
+ * (INFO) every connect and disconnect is formatted, and the formatting
+ * shares one static buffer between the I/O threads of all handles (a race
+ * on log text). Lower it to ERROR unless the application chose a level
+ * itself.
+ */
+extern ZOOAPI ZooLogLevel logLevel; /* zookeeper_log.h, which wants
+                                       -I/usr/include/zookeeper */
+
+static int zk_global_init(void)
+{
+    if (logLevel == ZOO_LOG_LEVEL_INFO)
+        zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    return DLOCK_OK;
+}
+
 static int zk_gone(int rc)
 {
     return rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE || rc == ZCLOSING ||
@@ -1946,6 +1963,7 @@ const struct dlock_backend dlock__backend_zk = {
             DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW,
     .summary = "ZooKeeper ephemeral sequential nodes, Curator-compatible "
                "names (mode=mutex|rwlock)",
+    .global_init = zk_global_init,
     .ctx_open = zk_ctx_open,
     .ctx_close = zk_ctx_close,
     .open = zk_open,
