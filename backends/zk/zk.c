@@ -1809,6 +1809,11 @@ static int zk_inspect(struct dlock_session *s, const char *name, size_t len,
             snprintf(out->owner, sizeof out->owner, "%s",
                      k->datalen > 0 ? k->name
                                     : strrchr(zs->aux, '/') + 1);
+        /* The data is dlock's owner id, or whatever another client wrote
+         * (Curator: the host's address): show it printable. */
+        for (char *p = out->owner; *p != '\0'; p++)
+            if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+                *p = '?';
         rc = DLOCK_OK;
     } else if (rc == ZNONODE) {
         rc = DLOCK_OK; /* released meanwhile; the counts stand */

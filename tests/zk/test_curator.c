@@ -32,7 +32,7 @@ static const char *base_uri;
 static const char *java_bin, *java_cp;
 static zhandle_t *zh;
 
-/* ---- the JVM ---------------------------------------------------------------- */
+/* ---- the JVM ------------------------------------------------------------- */
 
 static struct {
     pid_t pid;
@@ -138,7 +138,7 @@ static int group_teardown(void **state)
     return 0;
 }
 
-/* ---- dlock side ---------------------------------------------------------------- */
+/* ---- dlock side ---------------------------------------------------------- */
 
 struct bg_acquire {
     dlock_lock *lk;
@@ -153,7 +153,7 @@ static void *bg_acquire(void *arg)
     return NULL;
 }
 
-/* ---- the cases --------------------------------------------------------------------- */
+/* ---- the cases ----------------------------------------------------------- */
 
 /* Curator's InterProcessMutex holds; dlock fails to get it, queues, and
  * gets it when Curator releases; then Curator fails while dlock holds. */

@@ -204,7 +204,8 @@ static void check_node(const char *mode, uint32_t flags, const char *pattern)
     dlock_client_close(c);
 }
 
-#define UUID "[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
+#define UUID                                                               \
+    "[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
 
 static void zk__curator_node_names_and_fence(void **state)
 {
@@ -213,13 +214,14 @@ static void zk__curator_node_names_and_fence(void **state)
     check_node("mutex", 0, "^_c_" UUID "-lock-[0-9]{10}$");
     /* A reader in mutex mode: a contender Curator's mutex sorts and waits
      * for, that dlock knows is a reader. */
-    check_node("mutex", DLOCK_LOCK_SHARED, "^_c_" UUID "-__READ__lock-[0-9]{10}$");
+    check_node("mutex", DLOCK_LOCK_SHARED,
+               "^_c_" UUID "-__READ__lock-[0-9]{10}$");
     /* InterProcessReadWriteLock: __WRIT__ and __READ__. */
     check_node("rwlock", 0, "^_c_" UUID "-__WRIT__[0-9]{10}$");
     check_node("rwlock", DLOCK_LOCK_SHARED, "^_c_" UUID "-__READ__[0-9]{10}$");
 }
 
-/* ---- names ---------------------------------------------------------------- */
+/* ---- names --------------------------------------------------------------- */
 
 /* Every name, however hostile, is ONE node under the base: no '/', no '.'
  * or '..', no control characters, and long names hashed to a bounded
@@ -228,8 +230,9 @@ static void zk__hostile_names_one_segment(void **state)
 {
     static const char *const names[] = {
         "/", "..", ".", "../../zookeeper", "a/../b", "/abs/path", "new\nline",
-        "nul\x01" "ctrl", "\x7f", "quote'\"", "{braces}", "%2F", "~tilde",
-        "\xe9\x94\x81", "sp ace", "_c_00000000-0000-4000-8000-000000000000-lock-",
+        ("nul\x01" "ctrl"), "\x7f", "quote'\"", "{braces}", "%2F", "~tilde",
+        "\xe9\x94\x81", "sp ace",
+        "_c_00000000-0000-4000-8000-000000000000-lock-",
     };
     size_t n = sizeof names / sizeof names[0];
     char ns[64], params[128], dir[128];
@@ -277,7 +280,7 @@ static void zk__hostile_names_one_segment(void **state)
     dlock_client_close(c);
 }
 
-/* ---- giving up, and readers behind a writer ---------------------------- */
+/* ---- giving up, and readers behind a writer ------------------------------ */
 
 struct bg_acquire {
     dlock_lock *lk;
@@ -347,7 +350,7 @@ static void zk__give_up_leaves_no_node(void **state)
     dlock_client_close(b);
 }
 
-/* ---- fairness: 8 processes served in order of arrival ------------------- */
+/* ---- fairness: 8 processes served in order of arrival -------------------- */
 
 #define FIFO_PROCS 8
 
@@ -435,7 +438,7 @@ static void zk__fifo_handoff_8_processes(void **state)
     dlock_client_close(c);
 }
 
-/* ---- a killed holder ------------------------------------------------------- */
+/* ---- a killed holder ----------------------------------------------------- */
 
 /* Child role "hold URI NAME FD": take the lock, write its fence to FD, and
  * wait to be killed. */
@@ -495,7 +498,7 @@ static void zk__sigkill_holder_freed_after_session_timeout(void **state)
     dlock_client_close(c);
 }
 
-/* ---- a paused holder: session expiry loses every lock ------------------- */
+/* ---- a paused holder: session expiry loses every lock -------------------- */
 
 static atomic_int child_lost;
 static int child_fd;
@@ -606,7 +609,7 @@ static void zk__sigstop_session_expiry_loses_every_lock(void **state)
     dlock_client_close(c);
 }
 
-/* ---- a silent server: in doubt, then lost ---------------------------------- */
+/* ---- a silent server: in doubt, then lost -------------------------------- */
 
 static atomic_int lost_calls;
 
@@ -670,7 +673,7 @@ static void zk__disconnect_in_doubt_then_lost(void **state)
     dlock_client_close(c);
 }
 
-/* ---- a create whose answer is lost ------------------------------------- */
+/* ---- a create whose answer is lost --------------------------------------- */
 
 struct resume_later {
     uint32_t after_ms;
@@ -776,7 +779,7 @@ static void zk__lost_create_not_applied_made_once(void **state)
     lost_create(false);
 }
 
-/* ---- a server that is down or paused: ECONNECT within timeout= ------------ */
+/* ---- a server that is down or paused: ECONNECT within timeout= ----------- */
 
 static void zk__server_down_econnect_within_timeout(void **state)
 {
@@ -837,7 +840,7 @@ static void zk__server_down_econnect_within_timeout(void **state)
     dlock_client_close(c);
 }
 
-/* ---- the raw floor ----------------------------------------------------------- */
+/* ---- the raw floor ------------------------------------------------------- */
 
 static void zk__floor_runs(void **state)
 {

@@ -175,7 +175,7 @@ int zkt_ctl(const char *action, const char *kind, int index)
     return rc;
 }
 
-/* ---- the log hook --------------------------------------------------------- */
+/* ---- the log hook -------------------------------------------------------- */
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static char log_buf[16384];
@@ -216,7 +216,7 @@ void zkt_log_reset(void)
     pthread_mutex_unlock(&log_mu);
 }
 
-/* ---- the cutting proxy ---------------------------------------------------- */
+/* ---- the cutting proxy --------------------------------------------------- */
 
 struct zkt_pipe {
     struct zkt_proxy *px;
