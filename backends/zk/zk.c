@@ -877,7 +877,7 @@ static void zk_children_done(int rc, const struct String_vector *v,
     zk_complete_end(k);
 }
 
-/* The four requests dlock makes, each waited for until deadline. */
+/* The requests dlock makes, each waited for until deadline. */
 static int zk_create(struct zk_session *zs, struct zk_conn *c,
                      const char *path, const char *data, int len, int mode,
                      int64_t deadline)
@@ -910,7 +910,7 @@ static int zk_children(struct zk_session *zs, struct zk_conn *c,
 }
 
 static int zk_exists(struct zk_session *zs, struct zk_conn *c,
-                     const char *path, int watch, int64_t deadline)
+                     const char *path, int64_t deadline)
 {
     struct zk_call *k = zk_slot(zs);
 
@@ -918,9 +918,7 @@ static int zk_exists(struct zk_session *zs, struct zk_conn *c,
         return ZSYSTEMERROR;
     zk_call_reset(k, c, ZK_EXISTS);
     return zk_finish(&zs->call,
-                     zoo_awexists(c->zh, path, watch ? zk_watcher : NULL,
-                                  watch ? c : NULL, zk_stat_done, k),
-                     deadline);
+                     zoo_aexists(c->zh, path, 0, zk_stat_done, k), deadline);
 }
 
 static int zk_delete(struct zk_session *zs, struct zk_conn *c,
@@ -935,15 +933,20 @@ static int zk_delete(struct zk_session *zs, struct zk_conn *c,
                      deadline);
 }
 
+/* getData, with our watcher if watch: unlike exists(), it sets no watch
+ * when the node is already gone, so a waiter whose predecessor left in the
+ * meantime leaves nothing registered behind (Curator does the same). */
 static int zk_get(struct zk_session *zs, struct zk_conn *c, const char *path,
-                  int64_t deadline)
+                  int watch, int64_t deadline)
 {
     struct zk_call *k = zk_slot(zs);
 
     if (k == NULL)
         return ZSYSTEMERROR;
     zk_call_reset(k, c, ZK_GET);
-    return zk_finish(&zs->call, zoo_aget(c->zh, path, 0, zk_data_done, k),
+    return zk_finish(&zs->call,
+                     zoo_awget(c->zh, path, watch ? zk_watcher : NULL,
+                               watch ? c : NULL, zk_data_done, k),
                      deadline);
 }
 
@@ -1383,7 +1386,7 @@ static int zk_enqueue(struct zk_session *zs, struct zk_conn *c,
                               "zk: found our node %s after the lost answer; "
                               "keeping it and its place in the queue",
                               name);
-            rc = zk_exists(zs, c, zs->node, 0, limit);
+            rc = zk_exists(zs, c, zs->node, limit);
             if (rc == ZOK) {
                 *czxid = zs->call->stat.czxid;
                 return DLOCK_OK;
@@ -1554,10 +1557,11 @@ requeue:
         }
 
         /* Watch only the node just ahead of ours (no herd), then sleep
-         * until it goes, the session changes state, or the deadline. */
+         * until it goes, the session changes state, or the deadline. A
+         * watched getData, not exists: see zk_get. */
         snprintf(zs->aux, sizeof zs->aux, "%s/%s", zs->dir, scan.pred);
         zk_waiter_add(c, &w, zs->aux, &gen);
-        rc = zk_exists(zs, c, zs->aux, 1, dlock_now_ms() + x->timeout_ms);
+        rc = zk_get(zs, c, zs->aux, 1, dlock_now_ms() + x->timeout_ms);
         if (rc == ZOK)
             zk_sleep(c, &w, gen, deadline);
         zk_waiter_remove(c, &w);
@@ -1798,7 +1802,7 @@ static int zk_inspect(struct dlock_session *s, const char *name, size_t len,
     }
     snprintf(zs->aux, sizeof zs->aux, "%s/%s", zs->dir,
              zs->call->scan.first);
-    rc = zk_get(zs, c, zs->aux, dlock_now_ms() + x->timeout_ms);
+    rc = zk_get(zs, c, zs->aux, 0, dlock_now_ms() + x->timeout_ms);
     if (rc == ZOK) {
         struct zk_call *k = zs->call;
         out->fence = (uint64_t)k->stat.czxid;

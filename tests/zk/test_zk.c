@@ -438,6 +438,62 @@ static void zk__fifo_handoff_8_processes(void **state)
     dlock_client_close(c);
 }
 
+/* Waiters watch the node ahead with a watched getData, which sets no watch
+ * when that node is already gone (exists() would leave one behind for
+ * every such race, for the life of the session). After heavy contention
+ * among two long-lived clients, the server holds no watch. */
+struct churn {
+    dlock_client *c;
+    const char *name;
+    int failures;
+};
+
+static void *churn_thread(void *arg)
+{
+    struct churn *ch = arg;
+    dlock_lock *lk = h_lock(ch->c, ch->name, 0, 0);
+
+    for (int i = 0; i < 150 && lk != NULL; i++) {
+        if (dlock_acquire(lk, 30000) != DLOCK_OK ||
+            dlock_release(lk) != DLOCK_OK)
+            ch->failures++;
+    }
+    dlock_lock_free(lk);
+    return NULL;
+}
+
+static void zk__no_watch_left_behind(void **state)
+{
+    const char *name = h_name("watches");
+    dlock_client *a = client("lease=3s"), *b = client("lease=3s");
+    struct churn ch[4];
+    pthread_t t[4];
+    int port = zkt_port(base_uri);
+    long watches = -1;
+
+    (void)state;
+    assert_non_null(a);
+    assert_non_null(b);
+    for (int i = 0; i < 4; i++) {
+        ch[i] = (struct churn){i % 2 ? a : b, name, 0};
+        pthread_create(&t[i], NULL, churn_thread, &ch[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(ch[i].failures, 0);
+    }
+    for (int64_t end = h_now_ms() + 3000; h_now_ms() < end;) {
+        watches = zkt_mntr(port, "zk_watch_count");
+        if (watches == 0)
+            break;
+        h_sleep_ms(50);
+    }
+    fprintf(stderr, "  watches left on the server: %ld\n", watches);
+    assert_int_equal(watches, 0);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
 /* ---- a killed holder ----------------------------------------------------- */
 
 /* Child role "hold URI NAME FD": take the lock, write its fence to FD, and
@@ -868,6 +924,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(zk__hostile_names_one_segment),
         cmocka_unit_test(zk__give_up_leaves_no_node),
         cmocka_unit_test(zk__fifo_handoff_8_processes),
+        cmocka_unit_test(zk__no_watch_left_behind),
         cmocka_unit_test(zk__sigkill_holder_freed_after_session_timeout),
         cmocka_unit_test(zk__sigstop_session_expiry_loses_every_lock),
         cmocka_unit_test(zk__floor_runs),
