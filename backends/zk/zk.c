@@ -1732,6 +1732,20 @@ static int zk_release(struct dlock_session *s, const struct dlock_request *req,
                                  "lock was lost before this release");
         goto out;
     }
+    pthread_mutex_lock(&c->mu);
+    int up = c->connected;
+    pthread_mutex_unlock(&c->mu);
+    if (!up) {
+        /* Do not wait for the connection (closing a client that holds many
+         * locks would take that long per lock): the sweep deletes the node
+         * when the session is back, or the server when it ends. */
+        zk_orphan_add(c, zs->dir, guid);
+        rc = dlock_session_error(s, DLOCK_ECONNECT,
+                                 "disconnected from ZooKeeper: our node is "
+                                 "deleted when the session is back, or by "
+                                 "the server when it ends");
+        goto out;
+    }
     rc = zk_delete(zs, c, zs->node, dlock_now_ms() + x->timeout_ms);
     if (rc == ZOK) {
         rc = DLOCK_OK;

@@ -840,7 +840,8 @@ static void zk__lost_create_not_applied_made_once(void **state)
 static void zk__server_down_econnect_within_timeout(void **state)
 {
     const char *name = h_name("down");
-    char uri[4096], dir[256];
+    char uri[4096], dir[256], held_name[128], held_dir[256];
+    dlock_lock *held;
     dlock_client *c = client("lease=3s&timeout=1s"), *late = NULL;
     dlock_lock *lk;
     struct resume_later r = {1500};
@@ -852,7 +853,19 @@ static void zk__server_down_econnect_within_timeout(void **state)
     assert_non_null(c);
     snprintf(uri, sizeof uri, "%s", h_uri_with("lease=3s&timeout=1s"));
     lk = h_lock(c, name, 0, 0);
+    snprintf(held_name, sizeof held_name, "%s-held", name);
+    snprintf(held_dir, sizeof held_dir, "/dlock/%s", held_name);
+    held = h_lock(c, held_name, 0, DLOCK_LOCK_NO_WATCHDOG);
+    assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
     assert_int_equal(zkt_ctl("stop", "zk", 1), 0);
+
+    /* A release while disconnected does not wait: the node goes when the
+     * session is back (or with the session). */
+    t0 = h_now_ms();
+    assert_int_equal(dlock_release(held), DLOCK_ECONNECT);
+    fprintf(stderr, "  down, release: %lld ms: %s\n",
+            (long long)(h_now_ms() - t0), dlock_lock_errmsg(held));
+    assert_true(h_now_ms() - t0 < SLACK_MS);
 
     t0 = h_now_ms();
     rc = dlock_try_acquire(lk);
@@ -875,6 +888,8 @@ static void zk__server_down_econnect_within_timeout(void **state)
     assert_int_equal(zkt_ctl("start", "zk", 1), 0);
     assert_int_equal(dlock_acquire(lk, 20000), DLOCK_OK);
     assert_int_equal(dlock_release(lk), DLOCK_OK);
+    assert_true(zkt_wait_children(zh, held_dir, 0, 10000));
+    dlock_lock_free(held);
 
     /* Paused: the client still thinks it is connected; the create gets no
      * answer within timeout=, and the node it may have made is deleted
