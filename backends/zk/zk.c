@@ -128,6 +128,7 @@ struct zk_conn {
     atomic_int timeout_ms;   /* the negotiated session timeout */
     atomic_int no_containers; /* the server refused a container node */
     atomic_int warned_lease;  /* said once that a lease is too long */
+    atomic_int told_session;  /* logged the session's id and timeout */
     struct zk_waiter *waiters;
     struct zk_orphan *orphans;
     struct zk_call *abandoned; /* calls whose completion has not come */
@@ -555,6 +556,7 @@ static struct zk_conn *zk_conn_new(struct zk_ctx *x, char *err, size_t errlen,
     atomic_init(&c->timeout_ms, 0);
     atomic_init(&c->no_containers, 0);
     atomic_init(&c->warned_lease, 0);
+    atomic_init(&c->told_session, 0);
     pthread_mutex_init(&c->mu, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -1473,6 +1475,12 @@ static int zk_acquire(struct dlock_session *s, const struct dlock_request *req,
     if (rc != DLOCK_OK)
         goto out;
     timeout = atomic_load(&c->timeout_ms);
+    if (!atomic_exchange(&c->told_session, 1))
+        dlock_session_log(s, DLOCK_LOG_INFO,
+                          "zk: session 0x%llx, timeout %d ms (asked for %u "
+                          "ms; the server decides)",
+                          (unsigned long long)atomic_load(&c->session_id),
+                          timeout, x->session_ms);
     if (!(req->flags & DLOCK_LOCK_NO_WATCHDOG) &&
         !zk_lease_ok(req->lease_ms, timeout) &&
         !atomic_exchange(&c->warned_lease, 1))
