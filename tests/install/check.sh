@@ -19,8 +19,13 @@ test -f "$root/include/dlock/backend.h"
 cc -std=c11 -Wall -Wextra -Werror "$here/consumer.c" -o "$dest/consumer" \
     $(pkg-config --cflags --libs dlock) -Wl,-rpath,"$(pkg-config --variable=libdir dlock)"
 "$dest/consumer" "file://$dest/locks"
+# The archive, with its dependencies (Requires.private) linked as shared
+# libraries: Debian ships no static libpq dependencies (libpgcommon,
+# libpgport), so a fully static link is not what users here can do.
+deps=$(pkg-config --print-requires-private dlock | awk '{print $1}')
+own=$(sed -n 's/^Libs.private: //p' "$pcdir/dlock.pc")
 cc -std=c11 "$here/consumer.c" -o "$dest/consumer-static" \
     $(pkg-config --cflags dlock) "$(pkg-config --variable=libdir dlock)/libdlock.a" \
-    $(pkg-config --libs-only-l --static dlock | sed 's/-ldlock//')
+    $(pkg-config --libs $deps) $own
 "$dest/consumer-static" "file://$dest/locks2"
 echo "install check: shared and static consumers ran"
