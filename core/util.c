@@ -35,6 +35,16 @@ void dlock_sha256(uint8_t out[32], const void *data, size_t len)
     sha256_digest(&ctx, SHA256_DIGEST_SIZE, out);
 }
 
+void dlock_sha256v(uint8_t out[32], const void *const *parts,
+                   const size_t *lens, size_t n)
+{
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    for (size_t i = 0; i < n; i++)
+        sha256_update(&ctx, lens[i], parts[i]);
+    sha256_digest(&ctx, SHA256_DIGEST_SIZE, out);
+}
+
 static int segment_plain(unsigned char ch, size_t pos)
 {
     if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||

@@ -88,7 +88,6 @@
 #include <errmsg.h>
 #include <mysql.h>
 #include <mysqld_error.h>
-#include <nettle/sha2.h>
 
 #include "dlock/backend.h"
 
@@ -816,12 +815,10 @@ static void res_bytes(MYSQL_BIND *b, void *buf, size_t cap,
 static void my_key(const struct my_ctx *x, const char *name, size_t len,
                    uint8_t key[MY_KEY_LEN])
 {
-    struct sha256_ctx h;
+    const void *parts[2] = {x->ns, name};
+    size_t lens[2] = {x->ns_len, len};
 
-    sha256_init(&h);
-    sha256_update(&h, x->ns_len, (const uint8_t *)x->ns);
-    sha256_update(&h, len, (const uint8_t *)name);
-    sha256_digest(&h, MY_KEY_LEN, key);
+    dlock_sha256v(key, parts, lens, 2);
 }
 
 /* How much of the name the name column keeps: at most 255 bytes, cut

@@ -261,6 +261,10 @@ DLOCK_API int dlock_uri_choice(const struct dlock_uri *u, const char *key,
 /** SHA-256 of data. */
 DLOCK_API void dlock_sha256(uint8_t out[32], const void *data, size_t len);
 
+/** SHA-256 of parts[0] || parts[1] || ... (n parts), with no copy. */
+DLOCK_API void dlock_sha256v(uint8_t out[32], const void *const *parts,
+                             const size_t *lens, size_t n);
+
 /**
  * Map a lock name to one safe path segment of at most max_out bytes
  * (max_out >= 72; out must hold max_out + 1): bytes outside [A-Za-z0-9_.-]

@@ -204,6 +204,21 @@ static void util__segment_hashes_long_names(void **state)
     assert_true(tilde[-3] == '%' || tilde[-1] != '%');
 }
 
+static void util__sha256v_equals_one_buffer(void **state)
+{
+    uint8_t one[32], parts[32];
+    const void *p[3] = {"name", "", "space/x"};
+    size_t l[3] = {4, 0, 7};
+
+    (void)state;
+    dlock_sha256(one, "namespace/x", 11);
+    dlock_sha256v(parts, p, l, 3);
+    assert_memory_equal(one, parts, 32);
+    dlock_sha256v(parts, p, l, 0);
+    dlock_sha256(one, "", 0);
+    assert_memory_equal(one, parts, 32);
+}
+
 static void util__utf8_validation(void **state)
 {
     size_t bad = 0;
@@ -483,6 +498,7 @@ int main(void)
         cmocka_unit_test(errors__redact_replaces_every_occurrence),
         cmocka_unit_test(util__segment_escapes),
         cmocka_unit_test(util__segment_hashes_long_names),
+        cmocka_unit_test(util__sha256v_equals_one_buffer),
         cmocka_unit_test(util__utf8_validation),
         cmocka_unit_test(util__uuid_is_v4),
         cmocka_unit_test(registry__checks_tables),
