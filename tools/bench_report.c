@@ -192,10 +192,11 @@ void bench_print_table(const struct bench_run *run)
     printf("dlock bench %s, %s: %.1fs per workload, warm-up %.1fs per URI\n",
            dlock_version(), run->date, run->duration_ms / 1e3,
            run->warmup_ms / 1e3);
-    printf("machine: %s %s %s, %s, %ld CPUs, cpuidle %s/%s\n\n", m.sysname,
+    printf("machine: %s %s %s, %s, %ld CPUs, cpuidle %s/%s\n", m.sysname,
            m.release, m.arch, m.cpu_model[0] ? m.cpu_model : "unknown CPU",
            m.nproc, m.cpuidle_driver[0] ? m.cpuidle_driver : "none",
            m.cpuidle_governor[0] ? m.cpuidle_governor : "none");
+    printf("cpu idle latency: %s\n\n", run->steady_note);
     for (size_t i = 0; i < run->n; i++) {
         const struct bench_result *r = &run->r[i];
         printf("[%zu] %s\n", i + 1, r->uri);
@@ -385,6 +386,9 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
             run->duration_ms / 1e3);
     if (run->warmup_ms > 0)
         fprintf(f, " after a %.1f s warm-up per URI", run->warmup_ms / 1e3);
+    fprintf(f, "; idle CPUs %s",
+            run->steady ? "kept polling (/dev/cpu_dma_latency held at 0)"
+                        : "free to halt");
     if (run->workloads & WL_CONTENDED)
         fprintf(f, ", %lu contending processes", run->workers);
     if (many)
@@ -694,6 +698,8 @@ int bench_write_json(const struct bench_run *run, const char *path)
                            m.cpuidle_governor[0]
                                ? json_object_new_string(m.cpuidle_governor)
                                : NULL);
+    json_object_object_add(mo, "cpu_dma_latency_held",
+                           json_object_new_boolean(run->steady));
     json_object_object_add(root, "machine", mo);
     po = json_object_new_object();
     json_object_object_add(po, "duration_ms", json_object_new_int64(run->duration_ms));

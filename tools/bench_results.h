@@ -93,6 +93,11 @@ struct bench_result {
 struct bench_run {
     /* parameters */
     uint32_t duration_ms, warmup_ms, lease_ms; /* lease_ms 0: duration/2 */
+    /* Idle vCPUs kept polling by holding /dev/cpu_dma_latency at 0 for the
+     * run (NOTES.md: an idle vCPU that halts costs ~20 us per wake-up and
+     * makes loopback latency bimodal); steady_note says why not if not. */
+    bool idle_ok, steady;
+    char steady_note[96];
     unsigned long workers, locks;
     unsigned workloads;
     /* when */
