@@ -298,6 +298,20 @@ static int pg_sql_build(struct pg_conf *cf)
     int bad = 0;
 
 #define MK(field, ...) bad |= asprintf(&q->field, __VA_ARGS__) < 0
+/* inspect for both advisory modes: holders, waiters and the first holder
+ * from pg_locks (the 64-bit key split into classid and objid), with FENCE
+ * as the last column. */
+#define ADV_INSPECT(FENCE)                                                 \
+    "SELECT count(*) FILTER (WHERE l.granted),"                            \
+    " count(*) FILTER (WHERE NOT l.granted),"                              \
+    " min(CASE WHEN l.granted THEN coalesce(a.application_name, '')"       \
+    "   || ' (pid ' || l.pid || ')' END), " FENCE                          \
+    " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"       \
+    " WHERE l.locktype = 'advisory' AND l.objsubid = 1"                    \
+    " AND l.database = (SELECT oid FROM pg_database"                       \
+    "   WHERE datname = current_database())"                               \
+    " AND l.classid::bigint = (($1::bigint >> 32) & 4294967295)"           \
+    " AND l.objid::bigint = ($1::bigint & 4294967295)"
     switch (cf->mode) {
     case PG_ADVISORY:
         /* The CTE runs first and once (it calls a volatile function), so
@@ -327,17 +341,7 @@ static int pg_sql_build(struct pg_conf *cf)
            " fence bigint NOT NULL)",
            t);
         MK(inspect,
-           "SELECT count(*) FILTER (WHERE l.granted),"
-           " count(*) FILTER (WHERE NOT l.granted),"
-           " min(CASE WHEN l.granted THEN coalesce(a.application_name, '')"
-           "   || ' (pid ' || l.pid || ')' END),"
-           " (SELECT fence FROM \"%s\" WHERE key = $1::bigint)"
-           " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
-           " WHERE l.locktype = 'advisory' AND l.objsubid = 1"
-           " AND l.database = (SELECT oid FROM pg_database"
-           "   WHERE datname = current_database())"
-           " AND l.classid::bigint = (($1::bigint >> 32) & 4294967295)"
-           " AND l.objid::bigint = ($1::bigint & 4294967295)",
+           ADV_INSPECT("(SELECT fence FROM \"%s\" WHERE key = $1::bigint)"),
            t);
         break;
     case PG_ADVISORY_XACT:
@@ -355,17 +359,7 @@ static int pg_sql_build(struct pg_conf *cf)
                x);
         }
         MK(ddl[0], "CREATE SEQUENCE IF NOT EXISTS dlock_fence_seq");
-        MK(inspect,
-           "SELECT count(*) FILTER (WHERE l.granted),"
-           " count(*) FILTER (WHERE NOT l.granted),"
-           " min(CASE WHEN l.granted THEN coalesce(a.application_name, '')"
-           "   || ' (pid ' || l.pid || ')' END), NULL::bigint"
-           " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
-           " WHERE l.locktype = 'advisory' AND l.objsubid = 1"
-           " AND l.database = (SELECT oid FROM pg_database"
-           "   WHERE datname = current_database())"
-           " AND l.classid::bigint = (($1::bigint >> 32) & 4294967295)"
-           " AND l.objid::bigint = ($1::bigint & 4294967295)");
+        MK(inspect, ADV_INSPECT("NULL::bigint"));
         break;
     case PG_FOR_UPDATE:
         for (int sh = 0; sh < 2; sh++) {
@@ -453,6 +447,7 @@ static int pg_sql_build(struct pg_conf *cf)
         break;
     }
 #undef MK
+#undef ADV_INSPECT
     return bad ? DLOCK_ENOMEM : DLOCK_OK;
 }
 
