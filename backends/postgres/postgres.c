@@ -1104,7 +1104,8 @@ static void adv_unlock_quietly(struct pg_session *s, const char *key, int sh)
     pg_res_clear(&res);
 }
 
-static int adv_acquire(struct pg_session *s, const struct dlock_request *req,
+/* One try (deadline 0), or one wait in the server's queue until deadline. */
+static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
                        int64_t deadline, struct dlock_grant *g)
 {
     const struct pg_conf *cf = s->cf;
@@ -1162,6 +1163,21 @@ static int adv_acquire(struct pg_session *s, const struct dlock_request *req,
     g->word[1] = s->gen;
     s->ngrants++;
     return DLOCK_OK;
+}
+
+static int adv_acquire(struct pg_session *s, const struct dlock_request *req,
+                       int64_t deadline, struct dlock_grant *g)
+{
+    int rc;
+
+    /* Most acquisitions find the lock free: the one-statement try (lock and
+     * fence in one round trip) answers them, and only a taken lock joins
+     * the server's queue. This does not jump the queue: PostgreSQL makes a
+     * new request that conflicts with waiting ones wait too, so the try
+     * fails while others are queued. */
+    if (deadline != 0 && (rc = adv_attempt(s, req, 0, g)) != DLOCK_EBUSY)
+        return rc;
+    return adv_attempt(s, req, deadline, g);
 }
 
 static int adv_release(struct pg_session *s, const struct dlock_request *req,
