@@ -140,19 +140,6 @@ static int group_teardown(void **state)
 
 /* ---- dlock side ---------------------------------------------------------- */
 
-struct bg_acquire {
-    dlock_lock *lk;
-    uint32_t timeout_ms;
-    int rc;
-};
-
-static void *bg_acquire(void *arg)
-{
-    struct bg_acquire *b = arg;
-    b->rc = dlock_acquire(b->lk, b->timeout_ms);
-    return NULL;
-}
-
 /* ---- the cases ----------------------------------------------------------- */
 
 /* Curator's InterProcessMutex holds; dlock fails to get it, queues, and
@@ -162,7 +149,7 @@ static void curator__mutex_holds_dlock_waits(void **state)
     const char *name = h_name("curator-holds");
     dlock_client *c = h_client(h_uri_with("lease=3s"));
     dlock_lock *lk;
-    struct bg_acquire bg;
+    struct zkt_bg_acquire bg;
     pthread_t t;
     char dir[256];
 
@@ -174,8 +161,8 @@ static void curator__mutex_holds_dlock_waits(void **state)
     jvm_expect("GOT", 20000);
     assert_int_equal(dlock_try_acquire(lk), DLOCK_EBUSY);
     assert_int_equal(dlock_acquire(lk, 300), DLOCK_ETIMEDOUT);
-    bg = (struct bg_acquire){lk, 20000, -100};
-    pthread_create(&t, NULL, bg_acquire, &bg);
+    bg = (struct zkt_bg_acquire){lk, 20000, -100};
+    pthread_create(&t, NULL, zkt_bg_acquire, &bg);
     assert_true(zkt_wait_children(zh, dir, 2, 10000)); /* Curator's, ours */
     jvm_send("release");
     jvm_expect("RELEASED", 10000);
@@ -226,7 +213,7 @@ static void curator__rwlock_readers_and_writers(void **state)
     const char *name = h_name("rw");
     dlock_client *c = h_client(h_uri_with("lease=3s&mode=rwlock"));
     dlock_lock *r, *w;
-    struct bg_acquire bg;
+    struct zkt_bg_acquire bg;
     pthread_t t;
     char dir[256];
 
@@ -249,8 +236,8 @@ static void curator__rwlock_readers_and_writers(void **state)
     jvm_expect("GOT", 10000);
     assert_int_equal(dlock_try_acquire(r), DLOCK_EBUSY);
     assert_int_equal(dlock_try_acquire(w), DLOCK_EBUSY);
-    bg = (struct bg_acquire){r, 20000, -100};
-    pthread_create(&t, NULL, bg_acquire, &bg);
+    bg = (struct zkt_bg_acquire){r, 20000, -100};
+    pthread_create(&t, NULL, zkt_bg_acquire, &bg);
     assert_true(zkt_wait_children(zh, dir, 2, 10000));
     jvm_send("release");
     jvm_expect("RELEASED", 10000);

@@ -282,25 +282,12 @@ static void zk__hostile_names_one_segment(void **state)
 
 /* ---- giving up, and readers behind a writer ------------------------------ */
 
-struct bg_acquire {
-    dlock_lock *lk;
-    uint32_t timeout_ms;
-    int rc;
-};
-
-static void *bg_acquire(void *arg)
-{
-    struct bg_acquire *b = arg;
-    b->rc = dlock_acquire(b->lk, b->timeout_ms);
-    return NULL;
-}
-
 static void zk__give_up_leaves_no_node(void **state)
 {
     const char *name = h_name("giveup");
     dlock_client *a = client("lease=3s"), *b = client("lease=3s");
     dlock_lock *h, *t, *r1, *r2, *w;
-    struct bg_acquire bw;
+    struct zkt_bg_acquire bw;
     pthread_t th;
     char dir[256];
     int64_t t0;
@@ -329,8 +316,8 @@ static void zk__give_up_leaves_no_node(void **state)
     r2 = h_lock(b, name, 0, DLOCK_LOCK_SHARED);
     w = h_lock(b, name, 0, 0);
     assert_int_equal(dlock_acquire(r1, 0), DLOCK_OK);
-    bw = (struct bg_acquire){w, 10000, -100};
-    pthread_create(&th, NULL, bg_acquire, &bw);
+    bw = (struct zkt_bg_acquire){w, 10000, -100};
+    pthread_create(&th, NULL, zkt_bg_acquire, &bw);
     assert_true(zkt_wait_children(zh, dir, 2, 5000)); /* the writer waits */
     assert_int_equal(dlock_try_acquire(r2), DLOCK_EBUSY);
     assert_int_equal(dlock_release(r1), DLOCK_OK);
@@ -760,7 +747,7 @@ static void lost_create(bool applied)
     dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
     dlock_client *c = NULL, *direct = client("lease=3s");
     dlock_lock *holder, *lk, *late, *probe;
-    struct bg_acquire mine, after;
+    struct zkt_bg_acquire mine, after;
     pthread_t t1, t2;
     char uri[512], dir[256];
 
@@ -782,8 +769,8 @@ static void lost_create(bool applied)
     /* Someone holds it; our create is cut; someone else queues later. */
     assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
     zkt_proxy_arm(px, ZOO_CREATE2, applied);
-    mine = (struct bg_acquire){lk, 20000, -100};
-    pthread_create(&t1, NULL, bg_acquire, &mine);
+    mine = (struct zkt_bg_acquire){lk, 20000, -100};
+    pthread_create(&t1, NULL, zkt_bg_acquire, &mine);
     for (int64_t end = h_now_ms() + 10000;
          zkt_proxy_cuts(px) == 0 && h_now_ms() < end;)
         h_sleep_ms(10);
@@ -793,8 +780,8 @@ static void lost_create(bool applied)
          !zkt_logged(applied ? "found our node" : "was lost") &&
          h_now_ms() < end;)
         h_sleep_ms(10);
-    after = (struct bg_acquire){late, 20000, -100};
-    pthread_create(&t2, NULL, bg_acquire, &after);
+    after = (struct zkt_bg_acquire){late, 20000, -100};
+    pthread_create(&t2, NULL, zkt_bg_acquire, &after);
     assert_true(zkt_wait_children(zh, dir, 3, 10000));
 
     /* Hand-off: ours first (it kept its place), then the late one. */

@@ -450,3 +450,10 @@ void zkt_proxy_stop(struct zkt_proxy *px)
     pthread_mutex_destroy(&px->mu);
     free(px);
 }
+
+void *zkt_bg_acquire(void *arg)
+{
+    struct zkt_bg_acquire *b = arg;
+    b->rc = dlock_acquire(b->lk, b->timeout_ms);
+    return NULL;
+}

@@ -47,6 +47,16 @@ void zkt_proxy_arm(struct zkt_proxy *p, int opcode, bool forward);
 int zkt_proxy_cuts(struct zkt_proxy *p);
 void zkt_proxy_stop(struct zkt_proxy *p);
 
+/* A dlock_acquire() on a thread of its own: pthread_create(&t, NULL,
+ * zkt_bg_acquire, &b) with b = {lk, timeout_ms, sentinel}; b.rc is the
+ * result once joined. */
+struct zkt_bg_acquire {
+    dlock_lock *lk;
+    uint32_t timeout_ms;
+    int rc;
+};
+void *zkt_bg_acquire(void *arg);
+
 /* A log hook that keeps the last lines (thread-safe). */
 void zkt_log(int level, const char *msg, void *payload);
 bool zkt_logged(const char *needle);
