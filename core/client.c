@@ -247,17 +247,22 @@ struct dlock__sess *dlock__checkout(struct dlock_client *c,
     return ss;
 }
 
-void dlock__checkout_this(struct dlock__sess *ss)
+struct dlock__sess *dlock__checkout_grant(struct dlock_client *c,
+                                          struct dlock__sess *pin,
+                                          char *errbuf, size_t errcap,
+                                          int *rc)
 {
-    struct dlock_client *c = ss->c;
-
+    if (pin == NULL)
+        return dlock__checkout(c, DLOCK__PICK_ANY, NULL, errbuf, errcap, rc);
     pthread_mutex_lock(&c->mu);
-    while (ss->busy)
+    while (pin->busy)
         pthread_cond_wait(&c->idle, &c->mu);
-    ss->busy = true;
-    if (ss->npinned == 0)
+    pin->busy = true;
+    if (pin->npinned == 0)
         c->nidle--;
     pthread_mutex_unlock(&c->mu);
+    *rc = DLOCK_OK;
+    return pin;
 }
 
 void dlock__checkin(struct dlock__sess *ss, int rc)

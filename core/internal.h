@@ -169,8 +169,13 @@ struct dlock__sess *dlock__checkout(struct dlock_client *c,
                                     enum dlock__pick pick,
                                     const struct dlock_request *req,
                                     char *errbuf, size_t errcap, int *rc);
-/* Check out this very session (a pinned grant's), waiting while busy. */
-void dlock__checkout_this(struct dlock__sess *ss);
+/* Check out the session a held grant's renewal and release go to: its
+ * pinned session (waiting while busy) when pin is not NULL [B-PIN-1], else
+ * any session [B-RENEW-1]. Returns NULL on failure with *rc set. */
+struct dlock__sess *dlock__checkout_grant(struct dlock_client *c,
+                                          struct dlock__sess *pin,
+                                          char *errbuf, size_t errcap,
+                                          int *rc);
 /* Give it back; `rc` is the last call's result (DLOCK_ECONNECT marks it
  * broken, and a broken session with no pins is closed). */
 void dlock__checkin(struct dlock__sess *ss, int rc);

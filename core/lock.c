@@ -378,13 +378,8 @@ int dlock__lock_drop(struct dlock_lock *lk)
      * before the release is sent, so it cannot resurrect the lock. */
     if (uses_watchdog(lk))
         dlock__wd_cancel(c, lk);
-    if (lk->pin != NULL) {
-        ss = lk->pin;
-        dlock__checkout_this(ss);
-    } else {
-        ss = dlock__checkout(c, DLOCK__PICK_ANY, NULL, lk->errmsg,
-                             sizeof lk->errmsg, &rc);
-    }
+    ss = dlock__checkout_grant(c, lk->pin, lk->errmsg, sizeof lk->errmsg,
+                               &rc);
     if (ss != NULL) {
         dlock__sess_begin(ss, "release", lk->name, lk->errmsg,
                           sizeof lk->errmsg);
@@ -444,13 +439,8 @@ int dlock_renew(dlock_lock *lk)
     /* Keep the watchdog off this handle while we renew it ourselves. */
     if (uses_watchdog(lk))
         dlock__wd_cancel(c, lk);
-    if (lk->pin != NULL) {
-        ss = lk->pin;
-        dlock__checkout_this(ss);
-    } else {
-        ss = dlock__checkout(c, DLOCK__PICK_ANY, NULL, lk->errmsg,
-                             sizeof lk->errmsg, &rc);
-    }
+    ss = dlock__checkout_grant(c, lk->pin, lk->errmsg, sizeof lk->errmsg,
+                               &rc);
     if (ss != NULL) {
         start = dlock_now_ms();
         item.req = &lk->req;

@@ -190,14 +190,8 @@ static void renew_group(struct dlock_client *c, struct dlock_lock **locks,
     int64_t start;
     int rc;
 
-    if (locks[0]->pin != NULL) {
-        ss = locks[0]->pin;
-        dlock__checkout_this(ss);
-        rc = DLOCK_OK;
-    } else {
-        ss = dlock__checkout(c, DLOCK__PICK_ANY, NULL, wd->errmsg,
-                             sizeof wd->errmsg, &rc);
-    }
+    ss = dlock__checkout_grant(c, locks[0]->pin, wd->errmsg,
+                               sizeof wd->errmsg, &rc);
     if (ss == NULL) {
         for (size_t i = 0; i < n; i++)
             rcs[i] = rc;
