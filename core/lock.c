@@ -265,6 +265,7 @@ int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
         bool native = deadline != 0 && (c->caps & DLOCK_CAP_NATIVE_WAIT);
         struct dlock__sess *ss;
         uint32_t hint = 0, pause;
+        bool notified;
 
         ss = dlock__checkout(c, DLOCK__PICK_ANY, &lk->req, lk->errmsg,
                              sizeof lk->errmsg, &rc);
@@ -336,17 +337,16 @@ int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
 
         /* Wait for a release announcement where the backend has one, else
          * back off with full jitter; never past the hint or the deadline. */
-        pause = rc == DLOCK_EBUSY && c->b->wait != NULL &&
-                        (c->caps & DLOCK_CAP_NOTIFY)
-                    ? c->retry_max_ms
-                    : dlock__backoff_ms(c->retry_min_ms, c->retry_max_ms,
-                                        tries++);
+        notified = rc == DLOCK_EBUSY && ss != NULL && c->b->wait != NULL &&
+                   (c->caps & DLOCK_CAP_NOTIFY);
+        pause = notified ? c->retry_max_ms
+                         : dlock__backoff_ms(c->retry_min_ms,
+                                             c->retry_max_ms, tries++);
         if (rc == DLOCK_EBUSY && hint > 0 && hint < pause)
             pause = hint;
         if ((int64_t)pause > deadline - now)
             pause = (uint32_t)(deadline - now);
-        if (rc == DLOCK_EBUSY && c->b->wait != NULL &&
-            (c->caps & DLOCK_CAP_NOTIFY) && ss != NULL) {
+        if (notified) {
             dlock__sess_begin(ss, "wait", lk->name, lk->errmsg,
                               sizeof lk->errmsg);
             rc = c->b->wait(ss->s, &lk->req, pause);
