@@ -256,9 +256,22 @@ struct dlock__sess *dlock__checkout(struct dlock_client *c,
                                     const struct dlock_request *req,
                                     char *errbuf, size_t errcap, int *rc)
 {
-    struct dlock__sess *ss, *best = NULL;
+    struct dlock__sess *ss, *best = NULL, *dead = NULL, **p;
 
     pthread_mutex_lock(&c->mu);
+    /* Idle sessions the watchdog found broken (their connection ended
+     * while they sat in the pool) are closed, below, without the mutex. */
+    for (p = &c->sessions; (ss = *p) != NULL;) {
+        if (ss->broken && !ss->busy && ss->npinned == 0) {
+            *p = ss->next;
+            c->nsessions--;
+            c->nidle--;
+            ss->next = dead;
+            dead = ss;
+        } else {
+            p = &ss->next;
+        }
+    }
     /* Prefer a session without grants: it keeps pinned ones free for
      * their holders' renewals and releases. */
     for (ss = c->sessions; ss != NULL; ss = ss->next) {
@@ -273,11 +286,16 @@ struct dlock__sess *dlock__checkout(struct dlock_client *c,
         best->busy = true;
         if (best->npinned == 0)
             c->nidle--;
-        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    while ((ss = dead) != NULL) {
+        dead = ss->next;
+        sess_close(ss);
+    }
+    if (best != NULL) {
         *rc = DLOCK_OK;
         return best;
     }
-    pthread_mutex_unlock(&c->mu);
 
     ss = sess_open(c, errbuf, errcap, rc);
     if (ss == NULL)

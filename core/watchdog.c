@@ -52,6 +52,9 @@
 #define BATCH_MAX 512
 /* After a failed renewal, retry this often (bounded by the interval). */
 #define RETRY_FLOOR_MS 50
+/* A lock in doubt [B-WATCH-1] is retried this often: its holder cannot
+ * use it until a renewal gets through. */
+#define DOUBT_RETRY_MS 100
 /* Connection events read per epoll_wait(). */
 #define EVENTS_MAX 16
 /* epoll key of the eventfd; sessions count from 1. */
@@ -498,6 +501,10 @@ static void run_batch(struct dlock_client *c, int64_t now,
             uint32_t retry = lk->interval_ms / 4;
             if (retry < RETRY_FLOOR_MS)
                 retry = RETRY_FLOOR_MS;
+            if (atomic_load(&lk->confirmed_gen) !=
+                    atomic_load(&c->doubt_gen) &&
+                retry > DOUBT_RETRY_MS)
+                retry = DOUBT_RETRY_MS;
             if (retry > lk->interval_ms)
                 retry = lk->interval_ms;
             lk->timer.due = now + retry;

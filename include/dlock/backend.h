@@ -243,6 +243,15 @@ DLOCK_API int dlock_session_error(struct dlock_session *s, int code,
  */
 DLOCK_API void dlock_session_watch(struct dlock_session *s, int fd);
 
+/**
+ * How long the server of a DLOCK_CAP_SERVER_TIMEOUT mode must let a
+ * session stay silent before it ends it, for grants of lease_ms
+ * [B-BOUND-1]: the lease plus a margin (a tenth of it, at least 500 ms)
+ * for clock rates and timer granularity. The margin is the longest a lock
+ * stays unusable after its holder went silent without closing.
+ */
+DLOCK_API uint32_t dlock_server_timeout_ms(uint32_t lease_ms);
+
 /** Set FD_CLOEXEC on fd [B-EXEC-1]; DLOCK_OK or DLOCK_ERROR (errno). */
 DLOCK_API int dlock_fd_cloexec(int fd);
 
