@@ -174,7 +174,7 @@ static struct dlock__sess *sess_open(struct dlock_client *c, char *errbuf,
     pthread_mutex_lock(&c->mu);
     ss->id = ++c->next_sess_id;
     pthread_mutex_unlock(&c->mu);
-    if (opening.s == s && opening.fd >= 0)
+    if (opening.s != NULL && opening.fd >= 0) /* s, or a wrapped one */
         dlock__wd_watch(c, ss, opening.fd);
     opening.s = NULL;
     return ss;

@@ -669,6 +669,8 @@ static int pausable_child(char **args)
     if (write(atoi(args[3]), text, strlen(text)) <= 0)
         return 5;
     dlock_release(lk);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
     return 0;
 }
 
