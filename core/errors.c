@@ -1,12 +1,13 @@
 /*
- * errors.c: the error codes' names and sentences, the capability names, and
- * the formatting helpers backends report through. Nothing here allocates:
- * the error path must work when memory is gone.
+ * errors.c: the error codes' names and sentences, the capability names, the
+ * one format of every message, and the per-thread messages of client-wide
+ * calls. Nothing here allocates: the error path must work when memory is
+ * gone.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 const char *dlock_strerror(int code)
 {
@@ -110,4 +111,80 @@ void dlock__redact(char *dst, size_t cap, const char *src, const char *secret)
         }
     }
     dst[n] = '\0';
+}
+
+/* Lock names may be 64 KiB of anything: quote a short, printable prefix. */
+static void quote_name(char *out, size_t cap, const char *name)
+{
+    size_t n = 0, i;
+
+    for (i = 0; name[i] != '\0' && n + 4 < cap && i < 48; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        out[n++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+    }
+    if (name[i] != '\0' && n + 4 < cap) {
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    out[n] = '\0';
+}
+
+void dlock__format_error(char *buf, size_t cap, const char *scheme,
+                         const char *password, const char *op,
+                         const char *name, const char *text)
+{
+    char raw[DLOCK__ERRMSG_MAX], q[64];
+
+    if (name != NULL) {
+        quote_name(q, sizeof q, name);
+        snprintf(raw, sizeof raw, "%s: %s '%s': %s", scheme, op, q, text);
+    } else if (scheme != NULL) {
+        snprintf(raw, sizeof raw, "%s: %s: %s", scheme, op, text);
+    } else {
+        snprintf(raw, sizeof raw, "%s: %s", op, text);
+    }
+    dlock__redact(buf, cap, raw, password);
+}
+
+/*
+ * Client-wide calls (dlock_client_open, dlock_lock_new, dlock_inspect) may
+ * run in many threads on one client at once, so their messages cannot live
+ * in the client: each thread keeps its last one, tagged with the client.
+ */
+static _Thread_local struct {
+    const void *client;
+    char text[DLOCK__ERRMSG_MAX];
+} thread_err;
+
+char *dlock__thread_errbuf(const void *client, size_t *cap)
+{
+    thread_err.client = client;
+    thread_err.text[0] = '\0';
+    *cap = sizeof thread_err.text;
+    return thread_err.text;
+}
+
+int dlock__thread_error(const void *client, int code, const char *fmt, ...)
+{
+    size_t cap;
+    char *buf = dlock__thread_errbuf(client, &cap);
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *dlock__thread_errmsg(const void *client)
+{
+    return thread_err.client == client ? thread_err.text : "";
+}
+
+void dlock__thread_error_clear(const void *client)
+{
+    if (thread_err.client == client || client == NULL) {
+        thread_err.client = NULL;
+        thread_err.text[0] = '\0';
+    }
 }

@@ -1,22 +1,31 @@
 /*
- * lock.c: lock handles. Reentrancy, the acquire loop (deadline, backoff with
- * full jitter, the backend's retry hint and its wait()), owner-checked
- * release, manual renewal, and the read-only accessors.
+ * lock.c: lock handles (see lock.h). Reentrancy, the acquire loop
+ * (deadline, backoff with full jitter, the mode's retry hint and its
+ * wait()), owner-checked release, manual renewal, and the read-only
+ * accessors. When a lock is lost is held.c's to say.
  *
  * The acquire and release paths allocate nothing and add no system call of
  * their own: the request is built once in dlock_lock_new(), the grant lives
  * in the handle, and the watchdog's heap has room reserved per handle.
+ *
+ * Divisions: messages; handles; acquire; release; renew; accessors.
  */
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "internal.h"
+#include "lock.h"
+
+/* ---- messages --------------------------------------------------------------- */
 
 /* Fill the handle's message from core's own words (no backend text). */
+static int lock_error(struct dlock_lock *lk, int code, const char *op,
+                      const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
 static int lock_error(struct dlock_lock *lk, int code, const char *op,
                       const char *fmt, ...)
 {
@@ -26,8 +35,8 @@ static int lock_error(struct dlock_lock *lk, int code, const char *op,
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    dlock__format_error(lk->c, lk->errmsg, sizeof lk->errmsg, op, lk->name,
-                        text);
+    dlock__pool_format(&lk->c->pool, lk->errmsg, sizeof lk->errmsg, op,
+                       lk->name, text);
     return code;
 }
 
@@ -39,13 +48,6 @@ static int lock_result(struct dlock_lock *lk, int code, const char *op)
     return code;
 }
 
-static void sleep_ms(uint32_t ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 static bool uses_watchdog(const struct dlock_lock *lk)
 {
     return !(lk->c->caps & DLOCK_CAP_NO_RENEW) &&
@@ -54,52 +56,60 @@ static bool uses_watchdog(const struct dlock_lock *lk)
 
 /* ---- handles --------------------------------------------------------------- */
 
+/* A client-wide argument error: the calling thread's message. */
+#define NEW_ERROR(c, code, ...) \
+    dlock__thread_error((c), (code), "lock_new: " __VA_ARGS__)
+
 int dlock_lock_new(dlock_lock **out, dlock_client *c, const char *name,
                    const dlock_lock_options *opts)
 {
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     struct dlock_lock *lk;
     uint8_t digest[32];
-    size_t len, bad;
+    size_t len, bad, nhandles;
     uint64_t serial;
+    uint32_t kind;
 
     if (out != NULL)
         *out = NULL;
     if (c == NULL || out == NULL)
         return DLOCK_EINVAL;
+    dlock__thread_error_clear(c);
     if (atomic_load(&c->closed) || c->b == NULL)
-        return DLOCK_ECLOSED;
+        return NEW_ERROR(c, DLOCK_ECLOSED, "the client was closed");
     if (name == NULL)
-        return dlock_errorf(c->errmsg, sizeof c->errmsg, DLOCK_EINVAL,
-                            "lock_new: name: NULL");
+        return NEW_ERROR(c, DLOCK_EINVAL, "name: NULL");
     len = strnlen(name, DLOCK_NAME_MAX + 1);
     if (len == 0 || len > DLOCK_NAME_MAX)
-        return dlock_errorf(c->errmsg, sizeof c->errmsg, DLOCK_EINVAL,
-                            "lock_new: name: %s (expected 1 to %d bytes)",
-                            len == 0 ? "empty" : "too long", DLOCK_NAME_MAX);
+        return NEW_ERROR(c, DLOCK_EINVAL,
+                         "name: %s (expected 1 to %d bytes)",
+                         len == 0 ? "empty" : "too long", DLOCK_NAME_MAX);
     if (!dlock__utf8_valid(name, len, &bad))
-        return dlock_errorf(c->errmsg, sizeof c->errmsg, DLOCK_EINVAL,
-                            "lock_new: name: invalid UTF-8 at byte %zu", bad);
+        return NEW_ERROR(c, DLOCK_EINVAL,
+                         "name: invalid UTF-8 at byte %zu", bad);
     if (opts != NULL) {
         if (opts->version == 0 || opts->version > DLOCK_LOCK_OPTIONS_VERSION)
-            return dlock_errorf(c->errmsg, sizeof c->errmsg, DLOCK_EINVAL,
-                                "lock_new: opts: version %u not in 1..%d",
-                                opts->version, DLOCK_LOCK_OPTIONS_VERSION);
+            return NEW_ERROR(c, DLOCK_EINVAL,
+                             "opts: version %u not in 1..%d",
+                             opts->version, DLOCK_LOCK_OPTIONS_VERSION);
         o = *opts;
     }
     if (o.flags & ~(uint32_t)(DLOCK_LOCK_SHARED | DLOCK_LOCK_NO_WATCHDOG))
-        return dlock_errorf(c->errmsg, sizeof c->errmsg, DLOCK_EINVAL,
-                            "lock_new: opts.flags: unknown bits 0x%x",
-                            o.flags);
-    if ((o.flags & DLOCK_LOCK_SHARED) && !(c->caps & DLOCK_CAP_SHARED))
-        return dlock_errorf(c->errmsg, sizeof c->errmsg, DLOCK_EUNSUPPORTED,
-                            "lock_new: shared mode: %s mode '%s' has none",
-                            c->b->scheme, c->mode);
+        return NEW_ERROR(c, DLOCK_EINVAL, "opts.flags: unknown bits 0x%x",
+                         o.flags);
+    kind = (o.flags & DLOCK_LOCK_SHARED) ? DLOCK_KIND_SHARED
+                                         : DLOCK_KIND_EXCLUSIVE;
+    /* [B-KIND-1] */
+    if (!(c->mode->kinds & DLOCK_KIND_BIT(kind)))
+        return NEW_ERROR(c, DLOCK_EUNSUPPORTED,
+                         "shared mode: %s mode '%s' has none (dlock info "
+                         "lists the modes that do)",
+                         c->b->scheme, c->mode->name);
 
     lk = calloc(1, sizeof *lk);
     if (lk == NULL || (lk->name = malloc(len + 1)) == NULL) {
         free(lk);
-        return DLOCK_ENOMEM;
+        return NEW_ERROR(c, DLOCK_ENOMEM, "out of memory");
     }
     memcpy(lk->name, name, len + 1);
     serial = atomic_fetch_add(&c->next_serial, 1);
@@ -115,38 +125,29 @@ int dlock_lock_new(dlock_lock **out, dlock_client *c, const char *name,
     lk->req.serial = serial;
     lk->req.lease_ms = o.lease_ms != 0 ? o.lease_ms : c->uri->lease_ms;
     lk->req.flags = o.flags;
+    lk->req.kind = kind;
+    lk->req.permits = 1;
     lk->flags = o.flags;
-    lk->on_lost = o.on_lost;
-    lk->payload = o.payload;
     lk->c = c;
-    lk->timer.idx = SIZE_MAX;
-    atomic_init(&lk->state, DLOCK__FREE);
-    atomic_init(&lk->expires_ms, 0);
-    atomic_init(&lk->confirmed_gen, 0);
-    atomic_init(&lk->watch_fd, -1);
-    /* Renew at a third of the lease (Redisson's rule): two renewals can
-     * fail before the lease runs out. */
-    lk->interval_ms = lk->req.lease_ms / 3 > 0 ? lk->req.lease_ms / 3 : 1;
+    dlock__held_init(&lk->held, &c->pool, &lk->req, lk, o.on_lost,
+                     o.payload);
 
-    pthread_mutex_lock(&c->mu);
-    size_t nhandles = ++c->nhandles;
+    pthread_mutex_lock(&c->hmu);
+    nhandles = ++c->nhandles;
     lk->next = c->handles;
     if (c->handles != NULL)
         c->handles->prev = lk;
     c->handles = lk;
-    pthread_mutex_unlock(&c->mu);
-    /* Room in the watchdog's heap for this handle, so acquire never
-     * allocates. The count seen under c->mu is enough: every handle
-     * reserves before it can be acquired, and the heap never shrinks. */
-    pthread_mutex_lock(&c->wd.mu);
-    int rc = dlock__heap_reserve(&c->wd.heap, nhandles);
-    pthread_mutex_unlock(&c->wd.mu);
-    atomic_fetch_add(&c->refs, 1);
+    pthread_mutex_unlock(&c->hmu);
+    dlock__client_ref(c);
     *out = lk;
-    if (rc != DLOCK_OK) {
+    /* Room in the watchdog's heap for this handle, so acquire never
+     * allocates. The count seen under hmu is enough: every handle reserves
+     * before it can be acquired, and the heap never shrinks. */
+    if (dlock__wd_reserve(&c->wd, nhandles) != DLOCK_OK) {
         dlock_lock_free(lk);
         *out = NULL;
-        return DLOCK_ENOMEM;
+        return NEW_ERROR(c, DLOCK_ENOMEM, "out of memory");
     }
     return DLOCK_OK;
 }
@@ -160,7 +161,7 @@ void dlock_lock_free(dlock_lock *lk)
     c = lk->c;
     if (lk->depth > 0)
         dlock__lock_drop(lk);
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&c->hmu);
     if (lk->prev != NULL)
         lk->prev->next = lk->next;
     else
@@ -168,7 +169,7 @@ void dlock_lock_free(dlock_lock *lk)
     if (lk->next != NULL)
         lk->next->prev = lk->prev;
     c->nhandles--;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->hmu);
     free(lk->name);
     free(lk);
     dlock__client_unref(c);
@@ -176,72 +177,90 @@ void dlock_lock_free(dlock_lock *lk)
 
 /* ---- acquire ---------------------------------------------------------------- */
 
-/* The lock was granted on ss: record it, pin it, start renewing it, and
+/* The lock was granted on ss: believe it, pin it, start renewing it, and
  * let the watchdog see its connection. */
 static void lock_granted(struct dlock_lock *lk, struct dlock__sess *ss)
 {
-    struct dlock_client *c = lk->c;
-    bool watched = false;
-
-    if (c->caps & DLOCK_CAP_CONN_BOUND) {
-        pthread_mutex_lock(&c->mu);
-        lk->pin = ss;
-        lk->pin_next = ss->pinned;
-        ss->pinned = lk;
-        ss->npinned++;
-        /* A connection that ended right after the grant's reply was
-         * already taken off the watch: then the grant is gone with it. */
-        atomic_store(&lk->watch_fd, ss->watch_fd >= 0 ? ss->watch_fd
-                                    : ss->broken      ? DLOCK__FD_GONE
-                                                      : -1);
-        watched = ss->watch_fd >= 0;
-        pthread_mutex_unlock(&c->mu);
-    }
+    dlock__held_granted(&lk->held, ss);
     lk->depth = 1;
-    atomic_store(&lk->expires_ms, lk->grant.expires_ms);
-    atomic_store(&lk->confirmed_gen, lk->attempt_gen);
-    atomic_store(&lk->state, DLOCK__HELD);
-    if (uses_watchdog(lk) || watched)
-        dlock__wd_schedule(c, lk, ss, uses_watchdog(lk));
-}
-
-static void unpin(struct dlock_lock *lk)
-{
-    struct dlock_client *c = lk->c;
-    struct dlock__sess *ss = lk->pin;
-
-    if (ss == NULL)
-        return;
-    pthread_mutex_lock(&c->mu);
-    for (struct dlock_lock **p = &ss->pinned; *p != NULL; p = &(*p)->pin_next)
-        if (*p == lk) {
-            *p = lk->pin_next;
-            break;
-        }
-    ss->npinned--;
-    pthread_mutex_unlock(&c->mu);
-    lk->pin = NULL;
-    lk->pin_next = NULL;
+    if (uses_watchdog(lk) || atomic_load(&lk->held.pin.watch_fd) >= 0)
+        dlock__wd_schedule(&lk->c->wd, &lk->held, uses_watchdog(lk));
 }
 
 /* One attempt (or one native wait) on a checked-out session. */
 static int attempt(struct dlock_lock *lk, struct dlock__sess *ss,
                    int64_t deadline, uint32_t *hint)
 {
-    struct dlock_client *c = lk->c;
-    int64_t now = dlock_now_ms();
-
-    memset(&lk->grant, 0, sizeof lk->grant);
-    /* The lease counts from before the request is sent: the server's
-     * clock starts later, so ours runs out first [B-BOUND-1]. */
-    lk->grant.expires_ms = DLOCK__BOUNDED(c->caps)
-                               ? now + (int64_t)lk->req.lease_ms
-                               : INT64_MAX;
-    lk->attempt_gen = atomic_load(&c->doubt_gen);
+    dlock__held_attempt(&lk->held);
     *hint = 0;
     dlock__sess_begin(ss, "acquire", lk->name, lk->errmsg,
                       sizeof lk->errmsg);
-    return c->b->acquire(ss->s, &lk->req, deadline, &lk->grant, hint);
+    return lk->c->mode->acquire(ss->s, &lk->req, deadline, &lk->held.grant,
+                                hint);
+}
+
+/* Check a session out and make one attempt on it: a native wait when
+ * native, but never on a session whose grants need renewing and
+ * releasing [B-PIN-1] (there: try once, then wait on a session of its
+ * own). *ss is the session used, or NULL. */
+static int attempt_somewhere(struct dlock_lock *lk, bool native,
+                             int64_t deadline, struct dlock__sess **ss,
+                             uint32_t *hint)
+{
+    struct dlock__pool *p = &lk->c->pool;
+    int rc;
+
+    *ss = dlock__checkout(p, DLOCK__PICK_ANY, &lk->req, lk->errmsg,
+                          sizeof lk->errmsg, &rc);
+    if (*ss == NULL)
+        return rc;
+    if (!native || (*ss)->npinned == 0 ||
+        !(lk->c->caps & DLOCK_CAP_CONN_BOUND))
+        return attempt(lk, *ss, native ? deadline : 0, hint);
+    rc = attempt(lk, *ss, 0, hint);
+    if (rc != DLOCK_EBUSY)
+        return rc;
+    dlock__checkin(*ss, rc);
+    *ss = dlock__checkout(p, DLOCK__PICK_UNPINNED, &lk->req, lk->errmsg,
+                          sizeof lk->errmsg, &rc);
+    return *ss != NULL ? attempt(lk, *ss, deadline, hint) : rc;
+}
+
+/* After an attempt that was not granted: true to go on waiting, false to
+ * return *rc (which this may change). */
+static bool keep_trying(struct dlock_lock *lk, int *rc, bool native,
+                        int64_t *deadline, int64_t now)
+{
+    switch ((dlock_error_code)*rc) {
+    case DLOCK_EBUSY:
+        if (*deadline == 0) {
+            lk->errmsg[0] = '\0';
+            *rc = lock_error(lk, DLOCK_EBUSY, "acquire",
+                             "held by another owner");
+            return false;
+        }
+        break;
+    case DLOCK_ECONNECT:
+    case DLOCK_ETIMEDOUT:
+        /* Retry a broken connection until the deadline; a native wait
+         * that ran out is the deadline. */
+        if (*rc == DLOCK_ETIMEDOUT && native)
+            *deadline = now;
+        break;
+    case DLOCK_OK:
+    case DLOCK_ERROR:
+    case DLOCK_ELOST:
+    case DLOCK_ENOBACKEND:
+    case DLOCK_EINVAL:
+    case DLOCK_ENOTOWNER:
+    case DLOCK_ENOTHELD:
+    case DLOCK_ENOMEM:
+    case DLOCK_EUNSUPPORTED:
+    case DLOCK_ECLOSED:
+        *rc = lock_result(lk, *rc, "acquire");
+        return false;
+    }
+    return *deadline != 0 && now < *deadline;
 }
 
 int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
@@ -257,7 +276,7 @@ int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
     lk->errmsg[0] = '\0';
     if (atomic_load(&c->closed))
         return lock_error(lk, DLOCK_ECLOSED, "acquire", "client closed");
-    if (atomic_load(&lk->state) == DLOCK__LOST)
+    if (atomic_load(&lk->held.state) == DLOCK__LOST)
         return lock_error(lk, DLOCK_ELOST, "acquire",
                           "this handle's lock was lost; dlock_release() it "
                           "before acquiring again");
@@ -280,67 +299,23 @@ int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
         uint32_t hint = 0, pause;
         bool notified;
 
-        ss = dlock__checkout(c, DLOCK__PICK_ANY, &lk->req, lk->errmsg,
-                             sizeof lk->errmsg, &rc);
-        if (ss != NULL) {
-            /* A native wait must not block a session whose grants need
-             * renewing and releasing [B-PIN-1]: try once there, then wait
-             * on a session of its own. */
-            if (native && ss->npinned > 0 &&
-                (c->caps & DLOCK_CAP_CONN_BOUND)) {
-                rc = attempt(lk, ss, 0, &hint);
-                if (rc == DLOCK_EBUSY) {
-                    dlock__checkin(ss, rc);
-                    ss = dlock__checkout(c, DLOCK__PICK_UNPINNED, &lk->req,
-                                         lk->errmsg, sizeof lk->errmsg, &rc);
-                    if (ss != NULL)
-                        rc = attempt(lk, ss, deadline, &hint);
-                }
-            } else {
-                rc = attempt(lk, ss, native ? deadline : 0, &hint);
-            }
-        }
+        rc = attempt_somewhere(lk, native, deadline, &ss, &hint);
         if (rc == DLOCK_OK) {
             lock_granted(lk, ss);
             dlock__checkin(ss, rc);
             lk->errmsg[0] = '\0';
             return DLOCK_OK;
         }
-
         now = dlock_now_ms();
-        switch ((dlock_error_code)rc) {
-        case DLOCK_EBUSY:
-            if (deadline == 0) {
-                if (ss != NULL)
-                    dlock__checkin(ss, rc);
-                return lock_error(lk, DLOCK_EBUSY, "acquire",
-                                  "held by another owner");
-            }
-            break;
-        case DLOCK_ECONNECT:
-        case DLOCK_ETIMEDOUT:
-            /* Retry a broken connection until the deadline; a native wait
-             * that ran out is the deadline. */
-            if (rc == DLOCK_ETIMEDOUT && native)
-                deadline = now;
-            break;
-        case DLOCK_OK:
-        case DLOCK_ERROR:
-        case DLOCK_ELOST:
-        case DLOCK_ENOBACKEND:
-        case DLOCK_EINVAL:
-        case DLOCK_ENOTOWNER:
-        case DLOCK_ENOTHELD:
-        case DLOCK_ENOMEM:
-        case DLOCK_EUNSUPPORTED:
-        case DLOCK_ECLOSED:
+        if (!keep_trying(lk, &rc, native, &deadline, now)) {
             if (ss != NULL)
                 dlock__checkin(ss, rc);
-            return lock_result(lk, rc, "acquire");
-        }
-        if (deadline == 0 || now >= deadline) {
-            if (ss != NULL)
-                dlock__checkin(ss, rc);
+            if (rc != DLOCK_EBUSY && rc != DLOCK_ECONNECT &&
+                rc != DLOCK_ETIMEDOUT)
+                return rc;
+            if (rc == DLOCK_EBUSY && deadline == 0)
+                return rc;
+            /* The deadline passed while busy or unreachable. */
             if (rc != DLOCK_EBUSY && lk->errmsg[0] != '\0')
                 return lock_result(lk, rc, "acquire");
             lk->errmsg[0] = '\0';
@@ -348,10 +323,10 @@ int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
                               "not granted within %u ms", timeout_ms);
         }
 
-        /* Wait for a release announcement where the backend has one, else
+        /* Wait for a release announcement where the mode has one, else
          * back off with full jitter; never past the hint or the deadline. */
-        notified = rc == DLOCK_EBUSY && ss != NULL && c->b->wait != NULL &&
-                   (c->caps & DLOCK_CAP_NOTIFY);
+        notified = rc == DLOCK_EBUSY && ss != NULL &&
+                   c->mode->wait != NULL && (c->caps & DLOCK_CAP_NOTIFY);
         pause = notified ? c->retry_max_ms
                          : dlock__backoff_ms(c->retry_min_ms,
                                              c->retry_max_ms, tries++);
@@ -362,12 +337,12 @@ int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
         if (notified) {
             dlock__sess_begin(ss, "wait", lk->name, lk->errmsg,
                               sizeof lk->errmsg);
-            rc = c->b->wait(ss->s, &lk->req, pause);
+            rc = c->mode->wait(ss->s, &lk->req, pause);
             dlock__checkin(ss, rc);
         } else {
             if (ss != NULL)
                 dlock__checkin(ss, rc);
-            sleep_ms(pause);
+            dlock__sleep_ms(pause);
         }
         lk->errmsg[0] = '\0';
     }
@@ -384,33 +359,27 @@ int dlock__lock_drop(struct dlock_lock *lk)
 {
     struct dlock_client *c = lk->c;
     struct dlock__sess *ss;
-    bool was_lost;
     int rc;
 
     /* [B-RELEASE-1] and core's promise to users: the renewal is cancelled
      * before the release is sent, so it cannot resurrect the lock; and no
      * loss report runs after this point. */
-    dlock__wd_cancel(c, lk);
-    /* The connection that held a conn-bound lock has ended: the server has
+    dlock__wd_cancel(&c->wd, &lk->held);
+    /* The connection that held a conn-bound lock has ended: the server
      * freed it, whatever the release below says. */
-    if (atomic_load(&lk->watch_fd) == DLOCK__FD_GONE)
-        dlock__lock_lose(lk);
-    ss = dlock__checkout_grant(c, lk->pin, lk->errmsg, sizeof lk->errmsg,
-                               &rc);
+    if (atomic_load(&lk->held.pin.watch_fd) == DLOCK__FD_GONE)
+        dlock__held_lose(&lk->held);
+    ss = dlock__checkout_grant(&c->pool, lk->held.pin.sess, lk->errmsg,
+                               sizeof lk->errmsg, &rc);
     if (ss != NULL) {
         dlock__sess_begin(ss, "release", lk->name, lk->errmsg,
                           sizeof lk->errmsg);
-        rc = c->b->release(ss->s, &lk->req, &lk->grant);
-        unpin(lk);
+        rc = c->mode->release(ss->s, &lk->req, &lk->held.grant);
+        dlock__unpin(&lk->held.pin);
         dlock__checkin(ss, rc);
     }
-    was_lost = atomic_load(&lk->state) == DLOCK__LOST;
     lk->depth = 0;
-    memset(&lk->grant, 0, sizeof lk->grant);
-    atomic_store(&lk->expires_ms, 0);
-    atomic_store(&lk->watch_fd, -1);
-    atomic_store(&lk->state, DLOCK__FREE);
-    if (was_lost) {
+    if (dlock__held_released(&lk->held)) {
         lk->errmsg[0] = '\0';
         return lock_error(lk, DLOCK_ELOST, "release",
                           "the lock had been lost before this release");
@@ -440,7 +409,6 @@ int dlock_renew(dlock_lock *lk)
     struct dlock_client *c;
     struct dlock__sess *ss;
     struct dlock_renewal item;
-    int64_t start;
     int rc;
 
     if (lk == NULL)
@@ -450,79 +418,55 @@ int dlock_renew(dlock_lock *lk)
     if (lk->depth == 0)
         return lock_error(lk, DLOCK_ENOTHELD, "renew",
                           "not held by this handle");
-    if (atomic_load(&lk->state) == DLOCK__LOST)
+    if (atomic_load(&lk->held.state) == DLOCK__LOST)
         return lock_error(lk, DLOCK_ELOST, "renew", "the lock was lost");
     if (c->caps & DLOCK_CAP_NO_RENEW)
         return DLOCK_OK;
     /* Keep the watchdog off this handle while we renew it ourselves. */
-    dlock__wd_cancel(c, lk);
-    ss = dlock__checkout_grant(c, lk->pin, lk->errmsg, sizeof lk->errmsg,
-                               &rc);
+    dlock__wd_cancel(&c->wd, &lk->held);
+    ss = dlock__checkout_grant(&c->pool, lk->held.pin.sess, lk->errmsg,
+                               sizeof lk->errmsg, &rc);
     if (ss != NULL) {
-        start = dlock_now_ms();
-        lk->attempt_gen = atomic_load(&c->doubt_gen);
+        dlock__held_renewing(&lk->held, dlock_now_ms());
         item.req = &lk->req;
-        item.grant = &lk->grant;
+        item.grant = &lk->held.grant;
         item.result = DLOCK_ERROR;
-        if (DLOCK__BOUNDED(c->caps))
-            lk->grant.expires_ms = start + (int64_t)lk->req.lease_ms;
         dlock__sess_begin(ss, "renew", lk->name, lk->errmsg,
                           sizeof lk->errmsg);
-        rc = c->b->renew(ss->s, &item, 1);
+        rc = c->mode->renew(ss->s, &item, 1);
         if (rc == DLOCK_OK)
             rc = item.result;
         dlock__checkin(ss, rc);
     }
-    if (dlock__renew_result(lk, rc, dlock_now_ms())) {
+    if (dlock__held_renew_result(&lk->held, rc, dlock_now_ms())) {
+        char why[DLOCK__ERRMSG_MAX];
         if (rc == DLOCK_OK || lk->errmsg[0] == '\0') {
             lk->errmsg[0] = '\0';
-            lock_error(lk, DLOCK_ELOST, "renew",
+            lock_error(lk, DLOCK_ELOST, "renew", "%s",
                        rc == DLOCK_OK ? "the lease ran out before the "
                                         "renewal got through"
                                       : dlock_strerror(rc));
         }
+        dlock__held_tell_lost(&lk->held, DLOCK_ELOST, lk->errmsg, why,
+                              sizeof why);
         rc = DLOCK_ELOST;
-        if (lk->on_lost != NULL)
-            lk->on_lost(lk, rc, lk->errmsg, lk->payload);
     }
-    if (atomic_load(&lk->state) == DLOCK__HELD &&
-        (uses_watchdog(lk) || atomic_load(&lk->watch_fd) >= 0))
-        dlock__wd_schedule(c, lk, lk->pin, uses_watchdog(lk));
+    if (atomic_load(&lk->held.state) == DLOCK__HELD &&
+        (uses_watchdog(lk) || atomic_load(&lk->held.pin.watch_fd) >= 0))
+        dlock__wd_schedule(&c->wd, &lk->held, uses_watchdog(lk));
     return lock_result(lk, rc, "renew");
 }
 
 /* ---- accessors ---------------------------------------------------------------- */
 
-/* Has the connection behind fd ended? One poll() that does not wait,
- * for hang-up and error only: the watchdog hears of it too, but this
- * thread may get here first. */
-static bool conn_ended(int fd)
-{
-    struct pollfd p = {fd, POLLRDHUP, 0};
-
-    return poll(&p, 1, 0) > 0 &&
-           (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
-}
-
 int dlock_held(const dlock_lock *lk)
 {
-    dlock_lock *l = (dlock_lock *)lk;
-    int fd;
-
-    if (l == NULL || atomic_load(&l->state) != DLOCK__HELD)
-        return 0;
-    if (dlock_now_ms() >= atomic_load(&l->expires_ms))
-        return 0;
-    /* In doubt since a connection of the client ended [B-WATCH-1]. */
-    if (atomic_load(&l->confirmed_gen) != atomic_load(&l->c->doubt_gen))
-        return 0;
-    fd = atomic_load(&l->watch_fd);
-    return fd == -1 || (fd >= 0 && !conn_ended(fd));
+    return lk != NULL && dlock__held_now(&lk->held);
 }
 
 uint64_t dlock_fence(const dlock_lock *lk)
 {
-    return lk != NULL && lk->depth > 0 ? lk->grant.fence : 0;
+    return lk != NULL && lk->depth > 0 ? lk->held.grant.fence : 0;
 }
 
 unsigned int dlock_lock_depth(const dlock_lock *lk)
@@ -546,7 +490,7 @@ uint32_t dlock_lock_remaining(const dlock_lock *lk)
 
     if (!dlock_held(lk))
         return 0;
-    exp = atomic_load(&((dlock_lock *)lk)->expires_ms);
+    exp = atomic_load(&((dlock_lock *)lk)->held.expires_ms);
     if (exp == INT64_MAX)
         return DLOCK_WAIT_FOREVER;
     now = dlock_now_ms();

@@ -1,15 +1,25 @@
 /*
- * registry.c: finding a backend by URI scheme. Backends registered at run
- * time (out-of-tree ones, and the test suite's fault shim) are tried first,
- * then the built-in table meson generated from the enabled options. Also the
- * process-wide, reference-counted initialisation of every backend's client
- * library.
+ * registry.c: finding a backend by URI scheme, and its mode by name.
+ * Backends registered at run time (out-of-tree ones, and the test suite's
+ * fault shim) are tried first, then the built-in table meson generated
+ * from the enabled options. Also the process-wide, reference-counted
+ * initialisation of every backend's client library, the default URI, and
+ * the calls that need a backend's tables but no connection (the modes of a
+ * URI, the bench floor).
+ *
+ * Divisions: finding and checking tables; modes; global set-up; URIs
+ * without a connection.
  */
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include "internal.h"
+#include "registry.h"
 
 #define REGISTRY_MAX 32
 
@@ -62,22 +72,46 @@ int dlock__backend_check(const struct dlock_backend *b, char *err,
 {
     if (b == NULL)
         return dlock_errorf(err, errlen, DLOCK_EINVAL, "backend: NULL table");
-    if (b->version == 0 || b->version > DLOCK_BACKEND_VERSION)
+    if (b->version == 1)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "backend: version %u not in 1..%u", b->version,
+                            "backend: a version 1 table (dlock 0.1); "
+                            "rebuild it against this backend.h (version %u: "
+                            "modes are objects)",
+                            DLOCK_BACKEND_VERSION);
+    if (b->version != DLOCK_BACKEND_VERSION)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "backend: version %u, expected %u", b->version,
                             DLOCK_BACKEND_VERSION);
     if (b->scheme == NULL || b->scheme[0] == '\0')
         return dlock_errorf(err, errlen, DLOCK_EINVAL, "backend: no scheme");
-    if (b->open == NULL || b->close == NULL || b->acquire == NULL ||
-        b->renew == NULL || b->release == NULL)
+    if (b->open == NULL || b->close == NULL)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "backend %s: open, close, acquire, renew and "
-                            "release are required",
+                            "backend %s: open and close are required",
                             b->scheme);
     if ((b->ctx_open == NULL) != (b->ctx_close == NULL))
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "backend %s: ctx_open and ctx_close go together",
                             b->scheme);
+    if (b->modes == NULL || b->modes[0] == NULL)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "backend %s: no modes", b->scheme);
+    for (size_t i = 0; b->modes[i] != NULL; i++) {
+        const struct dlock_mode *m = b->modes[i];
+        if (m->name == NULL || m->name[0] == '\0')
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "backend %s: mode %zu has no name",
+                                b->scheme, i);
+        if (m->acquire == NULL || m->renew == NULL || m->release == NULL)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "backend %s, mode %s: acquire, renew and "
+                                "release are required",
+                                b->scheme, m->name);
+        if (!(m->kinds & DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE)))
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "backend %s, mode %s: every mode serves "
+                                "exclusive requests",
+                                b->scheme, m->name);
+    }
     return DLOCK_OK;
 }
 
@@ -140,6 +174,45 @@ void dlock__schemes_text(char *out, size_t cap)
     }
 }
 
+/* ---- modes ------------------------------------------------------------------ */
+
+int dlock__mode_pick(const struct dlock_backend *b, const struct dlock_uri *u,
+                     const struct dlock_mode **out, char *err, size_t errlen)
+{
+    char names[256];
+    size_t n = 0;
+    int rc;
+
+    *out = NULL;
+    if (b->pick_mode != NULL &&
+        (rc = b->pick_mode(u, out, err, errlen)) != DLOCK_OK)
+        return rc;
+    if (*out != NULL)
+        return DLOCK_OK;
+    if (u->mode == NULL) {
+        *out = b->modes[0];
+        return DLOCK_OK;
+    }
+    names[0] = '\0';
+    for (size_t i = 0; b->modes[i] != NULL; i++) {
+        int w;
+        if (strcasecmp(b->modes[i]->name, u->mode) == 0) {
+            *out = b->modes[i];
+            return DLOCK_OK;
+        }
+        w = snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
+                     b->modes[i]->name);
+        if (w > 0 && (size_t)w < sizeof names - n)
+            n += (size_t)w;
+    }
+    return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                        "mode: '%.40s' is not a mode of %s (expected one of: "
+                        "%s)",
+                        u->mode, b->scheme, names);
+}
+
+/* ---- global set-up ----------------------------------------------------------- */
+
 int dlock_global_init(void)
 {
     int rc = DLOCK_OK;
@@ -175,4 +248,162 @@ void dlock_global_shutdown(void)
                 dlock__builtin[i]->global_cleanup();
     }
     pthread_mutex_unlock(&registry_mutex);
+}
+
+/* ---- URIs without a connection ------------------------------------------------- */
+
+/* $XDG_RUNTIME_DIR/dlock, else /tmp/dlock-<uid>, made 0700 and checked to
+ * be ours, so another user cannot pre-create it and read or block locks. */
+static int default_dir(char *out, size_t cap, char *err, size_t errlen)
+{
+    const char *run = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    int n;
+
+    if (run != NULL && run[0] == '/')
+        n = snprintf(out, cap, "%s/dlock", run);
+    else
+        n = snprintf(out, cap, "/tmp/dlock-%lu", (unsigned long)getuid());
+    if (n < 0 || (size_t)n >= cap)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "default directory: path too long");
+    if (mkdir(out, 0700) != 0 && errno != EEXIST)
+        return dlock_errorf(err, errlen, DLOCK_ERROR,
+                            "default directory %s: %s", out, strerror(errno));
+    if (lstat(out, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != getuid() || (st.st_mode & 0077) != 0)
+        return dlock_errorf(err, errlen, DLOCK_ERROR,
+                            "default directory %s: not a private directory "
+                            "owned by this user",
+                            out);
+    return DLOCK_OK;
+}
+
+int dlock__resolve_uri(const char *uri, char *buf, size_t cap, char *err,
+                       size_t errlen)
+{
+    char dir[512];
+    const char *def = dlock__default_uri;
+    int rc;
+
+    if (uri != NULL && uri[0] != '\0')
+        return snprintf(buf, cap, "%s", uri) < (int)cap
+                   ? DLOCK_OK
+                   : dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                  "uri: longer than %d bytes",
+                                  DLOCK__URI_MAX);
+    uri = getenv("DLOCK_URI");
+    if (uri != NULL && uri[0] != '\0')
+        return snprintf(buf, cap, "%s", uri) < (int)cap
+                   ? DLOCK_OK
+                   : dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                  "DLOCK_URI: longer than %d bytes",
+                                  DLOCK__URI_MAX);
+    if (strcmp(def, "file://") != 0) {
+        snprintf(buf, cap, "%s", def);
+        return DLOCK_OK;
+    }
+    if ((rc = default_dir(dir, sizeof dir, err, errlen)) != DLOCK_OK)
+        return rc;
+    snprintf(buf, cap, "file://%s", dir);
+    return DLOCK_OK;
+}
+
+int dlock__uri_lookup(const char *uri, struct dlock_uri **u,
+                      const struct dlock_backend **b,
+                      const struct dlock_mode **m, char *err, size_t errlen)
+{
+    char text[DLOCK__URI_MAX + 1], list[256];
+    int rc;
+
+    *u = NULL;
+    rc = dlock__resolve_uri(uri, text, sizeof text, err, errlen);
+    if (rc == DLOCK_OK)
+        rc = dlock__uri_parse(u, text, strlen(text), err, errlen);
+    if (rc != DLOCK_OK)
+        return rc;
+    *b = dlock_backend_find((*u)->scheme);
+    if (*b == NULL) {
+        dlock__schemes_text(list, sizeof list);
+        rc = dlock_errorf(err, errlen, DLOCK_ENOBACKEND,
+                          "no backend for scheme '%s' in this build "
+                          "(built: %s)",
+                          (*u)->scheme, list);
+    } else if ((rc = dlock__uri_check_params(*u, (*b)->params, err,
+                                             errlen)) == DLOCK_OK) {
+        rc = dlock__mode_pick(*b, *u, m, err, errlen);
+    }
+    if (rc != DLOCK_OK) {
+        dlock__uri_free(*u);
+        *u = NULL;
+    }
+    return rc;
+}
+
+int dlock_backend_modes(const char *uri, dlock_mode_info *out, size_t cap,
+                        size_t *n, char *err, size_t errlen)
+{
+    const struct dlock_backend *b;
+    const struct dlock_mode *chosen;
+    struct dlock_uri *u;
+    char raw[DLOCK__ERRMSG_MAX] = "";
+    size_t i;
+    int rc;
+
+    if (n == NULL || (out == NULL && cap > 0))
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "modes: n and out are required");
+    *n = 0;
+    for (i = 0; i < cap; i++)
+        if (out[i].version == 0 || out[i].version > DLOCK_MODE_INFO_VERSION)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "modes: out[%zu].version %u not in 1..%d "
+                                "(initialise with DLOCK_MODE_INFO_INIT)",
+                                i, out[i].version, DLOCK_MODE_INFO_VERSION);
+    rc = dlock__uri_lookup(uri, &u, &b, &chosen, raw, sizeof raw);
+    if (rc != DLOCK_OK) {
+        dlock__redact(err, errlen, raw, NULL);
+        return rc;
+    }
+    for (i = 0; b->modes[i] != NULL; i++) {
+        if (i < cap) {
+            out[i].scheme = b->scheme;
+            out[i].mode = b->modes[i]->name;
+            out[i].summary = b->modes[i]->summary != NULL
+                                 ? b->modes[i]->summary
+                                 : "";
+            out[i].caps = b->modes[i]->caps;
+            out[i].chosen = b->modes[i] == chosen;
+        }
+    }
+    *n = i;
+    dlock__uri_free(u);
+    return DLOCK_OK;
+}
+
+int dlock_bench_floor(const char *uri, const char *name, uint32_t n,
+                      uint64_t *ns_out, char *err, size_t errlen)
+{
+    const struct dlock_backend *b;
+    const struct dlock_mode *m;
+    struct dlock_uri *u = NULL;
+    char raw[DLOCK__ERRMSG_MAX] = "";
+    int rc;
+
+    if (name == NULL || name[0] == '\0' || ns_out == NULL || n == 0)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "floor: name, n and ns_out are required");
+    rc = dlock__uri_lookup(uri, &u, &b, &m, raw, sizeof raw);
+    if (rc == DLOCK_OK && m->floor == NULL)
+        rc = dlock_errorf(raw, sizeof raw, DLOCK_EUNSUPPORTED,
+                          "floor: %s mode %s has no raw floor", b->scheme,
+                          m->name);
+    else if (rc == DLOCK_OK && (rc = dlock_global_init()) == DLOCK_OK) {
+        rc = m->floor(u, name, n, ns_out, raw, sizeof raw);
+        dlock_global_shutdown();
+    }
+    if (rc != DLOCK_OK)
+        dlock__redact(err, errlen, raw, u != NULL ? u->password : NULL);
+    dlock__uri_free(u);
+    return rc;
 }

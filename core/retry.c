@@ -4,7 +4,7 @@
  * in [min, min(max, min * 2^attempt)], which spreads contending clients out
  * better than equal or decorrelated jitter at the same mean.
  */
-#include "internal.h"
+#include "base.h"
 
 uint32_t dlock__backoff_ms(uint32_t min_ms, uint32_t max_ms, unsigned attempt)
 {

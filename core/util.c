@@ -4,6 +4,8 @@
  * generator, and UTF-8 validation.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -11,7 +13,7 @@
 
 #include <nettle/sha2.h>
 
-#include "internal.h"
+#include "base.h"
 
 int64_t dlock_now_ms(void)
 {
@@ -187,4 +189,48 @@ fail:
     if (bad != NULL)
         *bad = i;
     return 0;
+}
+
+void dlock__sleep_ms(uint32_t ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+struct timespec dlock_deadline_timespec(int64_t deadline_ms)
+{
+    /* Far enough for any wait, small enough for any time_t. */
+    const int64_t far = (int64_t)1 << 40;
+    struct timespec ts;
+
+    if (deadline_ms > far)
+        deadline_ms = far;
+    if (deadline_ms < 0)
+        deadline_ms = 0;
+    ts.tv_sec = (time_t)(deadline_ms / 1000);
+    ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
+    return ts;
+}
+
+int dlock_cond_init_monotonic(void *cond)
+{
+    pthread_condattr_t attr;
+    int rc;
+
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    rc = pthread_cond_init((pthread_cond_t *)cond, &attr);
+    pthread_condattr_destroy(&attr);
+    return rc;
+}
+
+int dlock_fd_cloexec(int fd)
+{
+    int flags = fcntl(fd, F_GETFD);
+
+    if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0)
+        return DLOCK_ERROR;
+    return DLOCK_OK;
 }

@@ -133,7 +133,7 @@ static void worker_main(int stock_fd, enum guard guard, const char *uri,
 {
     struct worker w;
     pthread_t t[THREADS_PER_WORKER];
-    dlock_info info;
+    dlock_info info = DLOCK_INFO_INIT;
     const char *mode = "-";
     char line[600];
     int n;

@@ -13,19 +13,58 @@ static void info_help(void)
 {
     printf("usage: dlock info [URI]\n"
            "\n"
-           "Print this build's version and backends, then connect to URI "
-           "(default:\n$DLOCK_URI, else file://) and print what its backend "
-           "and mode really give:\nlease or connection-bound, waiting, "
-           "fairness, shared mode, fencing..., and its\nheld window: how "
-           "long a holder cut off from the service may believe it holds.\n"
-           "\nexit status: 0; 64 bad URI; 69 cannot connect.\n");
+           "Print this build's version and backends, then every mode of "
+           "URI's backend\n(default: $DLOCK_URI, else file://) with what "
+           "it gives, which needs no\nconnection; then connect and print "
+           "the chosen mode's capabilities and its\nheld window: how long "
+           "a holder cut off from the service may believe it holds.\n"
+           "\nexit status: 0; 64 bad URI; 69 cannot connect (the modes are "
+           "listed first).\n");
 }
 
-/*
- * How long a holder may believe it holds after losing touch with the lock
- * service, and when the service frees the lock: the safety window of the
- * mode, from its capabilities (docs/tradeoffs.md has the measured times).
- */
+/* "lease, conn-bound, ..." of a capability set. */
+static void caps_text(uint32_t caps, char *out, size_t cap)
+{
+    size_t n = 0;
+
+    out[0] = '\0';
+    for (uint32_t bit = 1; bit != 0 && dlock_cap_name(bit) != NULL;
+         bit <<= 1) {
+        int w;
+        if (!(caps & bit))
+            continue;
+        w = snprintf(out + n, cap - n, "%s%s", n ? ", " : "",
+                     dlock_cap_name(bit));
+        if (w < 0 || (size_t)w >= cap - n)
+            break;
+        n += (size_t)w;
+    }
+}
+
+/* Every mode of the URI's backend, from its tables alone. */
+static int print_modes(const char *uri)
+{
+    dlock_mode_info m[16];
+    char err[512] = "", caps[512];
+    size_t n = 0;
+    int rc;
+
+    for (size_t i = 0; i < 16; i++)
+        m[i] = (dlock_mode_info)DLOCK_MODE_INFO_INIT;
+    rc = dlock_backend_modes(uri, m, 16, &n, err, sizeof err);
+    if (rc != DLOCK_OK) {
+        tool_err("info", "%s", err);
+        return rc;
+    }
+    printf("modes of %s (* the URI's):\n", m[0].scheme);
+    for (size_t i = 0; i < n && i < 16; i++) {
+        caps_text(m[i].caps, caps, sizeof caps);
+        printf("  %s %-14s %s\n  %-16s [%s]\n", m[i].chosen ? "*" : " ",
+               m[i].mode, m[i].summary, "", caps);
+    }
+    return DLOCK_OK;
+}
+
 static void print_window(const dlock_info *info)
 {
     uint32_t caps = info->caps;
@@ -65,10 +104,10 @@ static void print_window(const dlock_info *info)
 
 static int info_run(int argc, char **argv)
 {
-    const char *schemes[32];
+    const char *schemes[32], *uri;
     size_t n = dlock_backend_schemes(schemes, 32);
     dlock_client *c = NULL;
-    dlock_info info;
+    dlock_info info = DLOCK_INFO_INIT;
     int rc;
 
     if (argc > 1 && tool_is_help(argv[1])) {
@@ -79,14 +118,17 @@ static int info_run(int argc, char **argv)
         tool_err("info", "expected at most one URI");
         return EXIT_USAGE;
     }
+    uri = argc > 1 ? argv[1] : NULL;
     printf("dlock %s\nbackends:", dlock_version());
     for (size_t i = 0; i < n && i < 32; i++)
         printf(" %s", schemes[i]);
     printf("\n");
+    if ((rc = print_modes(uri)) != DLOCK_OK)
+        return tool_exit_for(rc);
 
-    rc = dlock_client_open(&c, argc > 1 ? argv[1] : NULL, NULL);
+    rc = dlock_client_open(&c, uri, NULL);
     if (rc != DLOCK_OK) {
-        tool_err("info", "%s", dlock_client_errmsg(c));
+        tool_err("info", "could not connect: %s", dlock_client_errmsg(c));
         dlock_client_close(c);
         return tool_exit_for(rc);
     }
@@ -125,7 +167,7 @@ static int inspect_run(int argc, char **argv)
 {
     const char *uri = NULL, *name = NULL;
     dlock_client *c = NULL;
-    dlock_state st;
+    dlock_state st = DLOCK_STATE_INIT;
     int rc;
 
     for (int i = 1; i < argc; i++) {

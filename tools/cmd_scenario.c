@@ -166,7 +166,7 @@ static int actor_main(int argc, char **argv)
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     dlock_client *c = NULL;
     dlock_lock *lk = NULL;
-    dlock_info info;
+    dlock_info info = DLOCK_INFO_INIT;
     uint64_t fence = 0;
     char line[256];
     int rc;

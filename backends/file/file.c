@@ -174,12 +174,6 @@ static int file_open(struct dlock_session **out, const struct dlock_uri *uri,
         free(fs);
         return rc;
     }
-    fs->base.backend = &dlock__backend_file;
-    fs->base.caps = dlock__backend_file.caps;
-    fs->base.mode = "ofd";
-    /* Polling is all a file lock offers: start fast, stay fast. */
-    fs->base.retry_min_ms = 1;
-    fs->base.retry_max_ms = 64;
     *out = &fs->base;
     return DLOCK_OK;
 }
@@ -364,17 +358,31 @@ static int file_floor(const struct dlock_uri *uri, const char *name,
     return rc;
 }
 
-const struct dlock_backend dlock__backend_file = {
-    .version = DLOCK_BACKEND_VERSION,
-    .scheme = "file",
-    .params = file_params,
+/* The one mode. Polling is all a file lock offers: start fast, stay fast. */
+static const struct dlock_mode file_mode_ofd = {
+    .name = "ofd",
+    .summary = "fcntl OFD locks on files in a local directory (no server): "
+               "held while the holder's process lives",
     .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SHARED | DLOCK_CAP_FENCING,
-    .summary = "fcntl OFD locks on files in a local directory (no server)",
-    .open = file_open,
-    .close = file_close,
+    .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
+             DLOCK_KIND_BIT(DLOCK_KIND_SHARED),
+    .retry_min_ms = 1,
+    .retry_max_ms = 64,
     .acquire = file_acquire,
     .renew = file_renew,
     .release = file_release,
     .inspect = file_inspect,
     .floor = file_floor,
+};
+
+static const struct dlock_mode *const file_modes[] = {&file_mode_ofd, NULL};
+
+const struct dlock_backend dlock__backend_file = {
+    .version = DLOCK_BACKEND_VERSION,
+    .scheme = "file",
+    .params = file_params,
+    .summary = "fcntl OFD locks on files in a local directory (no server)",
+    .modes = file_modes,
+    .open = file_open,
+    .close = file_close,
 };

@@ -1,13 +1,19 @@
 /*
- * backend.h: the API for backend authors. A backend is one const
- * struct dlock_backend: a versioned table of identity, capabilities and
- * methods. Core finds it by URI scheme and drives it; the backend speaks its
- * server's protocol and nothing else.
+ * backend.h: the API for backend authors (the extender tier). A backend is
+ * one const struct dlock_backend: identity, the URI parameters it reads,
+ * and its modes. A mode is one const struct dlock_mode: a way of making a
+ * lock with that server (Redis SETNX, a Redisson hash, a PostgreSQL
+ * advisory lock...), with its capabilities and its methods. Core picks the
+ * mode once, when a client opens, and calls that mode's methods; a backend
+ * never asks again which mode it is in (SQLite's one sqlite3_io_methods per
+ * locking style).
  *
- * Stability: this header stays compatible through a minor version. The
- * table is append-only: new slots go at the end with a new
- * DLOCK_BACKEND_VERSION, and core calls a slot of version N only when
- * b->version >= N and the slot is not NULL.
+ * Stability: this header stays compatible through a minor version of
+ * dlock. The tables are append-only: new slots go at the end with a new
+ * DLOCK_BACKEND_VERSION, and core calls a slot of version N only when the
+ * table says version >= N and the slot is not NULL. Version 2 (dlock 0.2)
+ * replaced version 1's one-table-per-backend methods with mode objects;
+ * core refuses version 1 tables with a message saying so.
  *
  * Core's promises to backends (each has an id that tests name):
  *
@@ -23,9 +29,9 @@
  * [B-RELEASE-1] For every DLOCK_OK from acquire(), core calls release()
  *               exactly once with the same request and grant, even when the
  *               lock was lost meanwhile, so grant->priv can be freed there.
- * [B-PIN-1]     If the session's caps have DLOCK_CAP_CONN_BOUND, renew() and
- *               release() of a grant go to the session that acquired it; no
- *               two handles of one client hold the same name on one session;
+ * [B-PIN-1]     If the mode has DLOCK_CAP_CONN_BOUND, renew() and release()
+ *               of a grant go to the session that acquired it; no two
+ *               handles of one client hold the same name on one session;
  *               and a session holding grants is never given a native wait.
  *               With DLOCK_CAP_SESSION_PER_LOCK, a session holding a grant
  *               gets no other call but that grant's renew() and release().
@@ -55,7 +61,7 @@
  * [B-BOUND-1]   With DLOCK_CAP_LEASE or DLOCK_CAP_SERVER_TIMEOUT, core
  *               counts each grant's lease from before the request that
  *               took or renewed it was sent, and dlock_held() says no once
- *               it has run out. A backend claiming DLOCK_CAP_SERVER_TIMEOUT
+ *               it has run out. A mode claiming DLOCK_CAP_SERVER_TIMEOUT
  *               makes the server end a session that stays silent for
  *               longer than the longest lease of its grants (plus a
  *               margin for clock rates and timer granularity), so a holder
@@ -64,6 +70,9 @@
  * [B-EXEC-1]    Every descriptor a backend opens is close-on-exec, also
  *               after a reconnect: a child the application execs must not
  *               keep a connection (and so a connection-bound lock) alive.
+ * [B-KIND-1]    acquire() is called only for the request kinds the mode
+ *               lists in its kinds; any other is refused by core with
+ *               DLOCK_EUNSUPPORTED before it reaches the backend.
  */
 #ifndef DLOCK_BACKEND_H
 #define DLOCK_BACKEND_H
@@ -71,6 +80,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "dlock.h"
 
@@ -78,7 +88,9 @@
 extern "C" {
 #endif
 
-#define DLOCK_BACKEND_VERSION 1
+#define DLOCK_BACKEND_VERSION 2
+
+/* ---- URIs ------------------------------------------------------------------ */
 
 /* A parsed URI: every string is percent-decoded and NUL-terminated. */
 struct dlock_uri_host {
@@ -108,7 +120,19 @@ struct dlock_uri {
     uint32_t retry_max_ms; /* retry_max=, 0 when not given */
     const char *ns;        /* namespace=, "" when not given */
     const char *redacted;  /* the URI as written, password as *** */
+    const char *mode;      /* mode=, NULL when not given (core picks) */
 };
+
+/* ---- requests and grants ------------------------------------------------------ */
+
+/* dlock_request.kind: what is asked. A mode lists those it serves. */
+#define DLOCK_KIND_EXCLUSIVE 0u /* one holder */
+#define DLOCK_KIND_SHARED 1u    /* any number of shared holders, no writer */
+#define DLOCK_KIND_PERMIT 2u    /* one of at most req->permits holders */
+#define DLOCK_KIND_BIT(k) (1u << (k))
+
+/* dlock_request.flags beyond dlock_lock_options.flags: how it is asked. */
+#define DLOCK_REQ_FAIR (1u << 16) /* in order of arrival, if the mode can */
 
 /* What is being asked for; lives as long as the lock handle. */
 struct dlock_request {
@@ -120,7 +144,9 @@ struct dlock_request {
     uint64_t serial;       /* the handle's serial within the client */
     uint64_t name_hash;    /* 64 bits of SHA-256(name), for quick compares */
     uint32_t lease_ms;     /* the lease to take or extend */
-    uint32_t flags;        /* DLOCK_LOCK_SHARED, ... */
+    uint32_t flags;        /* DLOCK_LOCK_* and DLOCK_REQ_* */
+    uint32_t kind;         /* DLOCK_KIND_* */
+    uint32_t permits;      /* DLOCK_KIND_PERMIT: the most holders; else 1 */
 };
 
 /* What a successful acquire() produced; core keeps it in the handle. */
@@ -141,38 +167,25 @@ struct dlock_renewal {
     int result; /* set by renew(): DLOCK_OK, DLOCK_ELOST, DLOCK_ECONNECT... */
 };
 
-struct dlock_session;
+/* ---- the tables ---------------------------------------------------------------- */
 
-struct dlock_backend {
-    unsigned int version; /* DLOCK_BACKEND_VERSION it was built with */
-    const char *scheme;   /* "redis", "zk", ...: unique, lower case */
-    const char *const *aliases;  /* NULL-terminated other schemes, or NULL */
-    const char *const *params;   /* NULL-terminated parameter names this
-                                    backend reads; any other is an error */
-    uint32_t caps;        /* DLOCK_CAP_* of the default mode, for listings */
-    const char *summary;  /* one line for `dlock info` */
+/* Every backend's session embeds this first; core sets both fields. */
+struct dlock_session {
+    const struct dlock_backend *backend;
+    void *core; /* core's; backends never touch it */
+};
 
-    /* Optional. Once per process, under the registry lock. */
-    int (*global_init)(void);
-    void (*global_cleanup)(void);
-    /* Optional. First and last thing on threads core starts (watchdog). */
-    int (*thread_init)(void);
-    void (*thread_end)(void);
-
-    /* Optional. Per-client state shared by all the client's sessions
-     * (a pub/sub connection, a ZooKeeper handle). Thread-safe is the
-     * backend's job: sessions call into it concurrently. */
-    int (*ctx_open)(void **out, const struct dlock_uri *uri, char *err,
-                    size_t errlen);
-    void (*ctx_close)(void *ctx);
-
-    /* Required. On DLOCK_OK, *out is a new connected session whose
-     * ->backend is this table and whose ->caps and ->mode describe the mode
-     * the URI chose. On failure write err and return the code. */
-    int (*open)(struct dlock_session **out, const struct dlock_uri *uri,
-                void *ctx, char *err, size_t errlen);
-    /* Required. Disconnect and free the session itself; cannot fail. */
-    void (*close)(struct dlock_session *s);
+/*
+ * A mode: one way of locking with this backend's server. Methods marked
+ * required must be set; core checks when the backend is registered.
+ */
+struct dlock_mode {
+    const char *name;    /* the value of mode=, lower case: "setnx" */
+    const char *summary; /* one line for `dlock info` */
+    uint32_t caps;       /* DLOCK_CAP_* this mode really gives */
+    uint32_t kinds;      /* DLOCK_KIND_BIT() of each kind it serves */
+    /* Backoff suited to this mode (0: core's); the URI's retry_min/max win. */
+    uint32_t retry_min_ms, retry_max_ms;
 
     /* Required. One attempt when deadline_ms is 0. Otherwise, with
      * DLOCK_CAP_NATIVE_WAIT, wait server-side until deadline_ms
@@ -183,10 +196,6 @@ struct dlock_backend {
     int (*acquire)(struct dlock_session *s, const struct dlock_request *req,
                    int64_t deadline_ms, struct dlock_grant *grant,
                    uint32_t *retry_ms);
-    /* Optional. Return DLOCK_OK when a release of req->name is announced,
-     * or when max_ms have passed; an error only if the session broke. */
-    int (*wait)(struct dlock_session *s, const struct dlock_request *req,
-                uint32_t max_ms);
     /* Required. Extend each lease to req->lease_ms (or prove the session
      * holding a connection-bound lock alive), setting items[i].result:
      * DLOCK_ELOST if the lock is gone or has another owner. Return DLOCK_OK
@@ -198,27 +207,66 @@ struct dlock_backend {
      * error. */
     int (*release)(struct dlock_session *s, const struct dlock_request *req,
                    struct dlock_grant *grant);
-    /* Optional. Describe a name without taking it. */
+    /* Optional. Return DLOCK_OK when a release of req->name is announced,
+     * or when max_ms have passed; an error only if the session broke. */
+    int (*wait)(struct dlock_session *s, const struct dlock_request *req,
+                uint32_t max_ms);
+    /* Optional. Describe a name without taking it; out has its version set
+     * and the unknown fields preset by core. */
     int (*inspect)(struct dlock_session *s, const char *name, size_t len,
                    dlock_state *out);
     /* Optional, for `dlock bench`: run n acquire+release cycles of this
-     * mode's protocol on name with the client library alone, no dlock core
-     * in the loop, and write each cycle's latency in ns to ns_out[i]. */
+     * mode's bare lock protocol on name with the client library alone, no
+     * dlock core in the loop, and write each cycle's latency in ns to
+     * ns_out[i]. */
     int (*floor)(const struct dlock_uri *uri, const char *name, uint32_t n,
                  uint64_t *ns_out, char *err, size_t errlen);
-    /* ---- version 1 ends here: append below, then bump the version ---- */
+    /* ---- version 2 ends here: append below, then bump the version ---- */
 };
 
-struct dlock_session {                    /* every backend embeds this first */
-    const struct dlock_backend *backend;  /* set by open() */
-    void *core;                           /* core's; backends never touch it */
-    uint32_t caps;      /* set by open(): DLOCK_CAP_* of the chosen mode */
-    const char *mode;   /* set by open(): static name of the mode */
-    uint32_t retry_min_ms; /* set by open(), optional: backoff suited to */
-    uint32_t retry_max_ms; /* this backend; the URI's retry_min/max win */
+struct dlock_backend {
+    unsigned int version; /* DLOCK_BACKEND_VERSION it was built with */
+    const char *scheme;   /* "redis", "zk", ...: unique, lower case */
+    const char *const *aliases;  /* NULL-terminated other schemes, or NULL */
+    const char *const *params;   /* NULL-terminated parameter names this
+                                    backend reads besides core's; any other
+                                    is an error */
+    const char *summary;  /* one line for `dlock info` */
+    /* Required. NULL-terminated; modes[0] is the default. */
+    const struct dlock_mode *const *modes;
+
+    /* Optional. The mode a URI asks for when mode= alone does not say it
+     * (a scheme alias, a flag parameter): set *out, or leave it NULL for
+     * core's rule (mode=, else modes[0]). A bad combination is an error
+     * written to err. */
+    int (*pick_mode)(const struct dlock_uri *uri,
+                     const struct dlock_mode **out, char *err,
+                     size_t errlen);
+
+    /* Optional. Once per process, under the registry lock. */
+    int (*global_init)(void);
+    void (*global_cleanup)(void);
+    /* Optional. First and last thing on threads core starts (watchdog). */
+    int (*thread_init)(void);
+    void (*thread_end)(void);
+
+    /* Optional. Per-client state shared by all the client's sessions
+     * (a pub/sub connection, a ZooKeeper handle, the parsed URI). Thread-
+     * safety is the backend's job: sessions call into it concurrently. */
+    int (*ctx_open)(void **out, const struct dlock_uri *uri,
+                    const struct dlock_mode *mode, char *err, size_t errlen);
+    void (*ctx_close)(void *ctx);
+
+    /* Required. On DLOCK_OK, *out is a new connected session of the mode
+     * ctx_open() was given. On failure write err and return the code. */
+    int (*open)(struct dlock_session **out, const struct dlock_uri *uri,
+                void *ctx, char *err, size_t errlen);
+    /* Required. Disconnect and free the session itself; cannot fail. */
+    void (*close)(struct dlock_session *s);
+    /* ---- version 2 ends here: append below, then bump the version ---- */
 };
 
-/* ---- helpers core gives backends ---------------------------------------- */
+/* ---- helpers core gives backends ------------------------------------------- */
 
 /**
  * Record a failure of the current call on s (the text goes to the calling
@@ -276,9 +324,23 @@ DLOCK_API int64_t dlock_now_ms(void);
 DLOCK_API uint64_t dlock_now_ns(void);
 
 /**
+ * A dlock_now_ms() deadline as an absolute CLOCK_MONOTONIC timespec, for
+ * pthread_cond_timedwait() on a condition variable made with
+ * dlock_cond_init_monotonic(). INT64_MAX gives a time far in the future.
+ */
+DLOCK_API struct timespec dlock_deadline_timespec(int64_t deadline_ms);
+
+/**
+ * pthread_cond_init() on CLOCK_MONOTONIC, so timed waits are not moved by
+ * changes of the wall clock. cond is a pthread_cond_t *; returns what
+ * pthread_cond_init() returns.
+ */
+DLOCK_API int dlock_cond_init_monotonic(void *cond);
+
+/**
  * The backend's own parameter's value, or NULL when absent. The common
- * parameters (lease, timeout, namespace, retry_min, retry_max) are consumed
- * by core: read them from the struct's fields instead.
+ * parameters (lease, timeout, namespace, retry_min, retry_max, mode) are
+ * consumed by core: read them from the struct's fields instead.
  */
 DLOCK_API const char *dlock_uri_param(const struct dlock_uri *u,
                                       const char *key);
@@ -302,6 +364,16 @@ DLOCK_API int dlock_uri_choice(const struct dlock_uri *u, const char *key,
                                const char *const *choices, int dflt, int *out,
                                char *err, size_t errlen);
 
+/**
+ * Parse a URI as core does (for backends that wrap another, like the test
+ * suite's fault shim). On DLOCK_OK *out is the caller's, freed with
+ * dlock_uri_free(); on failure err says which part is wrong and what was
+ * expected, never showing a password.
+ */
+DLOCK_API int dlock_uri_parse(struct dlock_uri **out, const char *text,
+                              char *err, size_t errlen);
+DLOCK_API void dlock_uri_free(struct dlock_uri *u);
+
 /** SHA-256 of data. */
 DLOCK_API void dlock_sha256(uint8_t out[32], const void *data, size_t len);
 
@@ -319,9 +391,12 @@ DLOCK_API void dlock_sha256v(uint8_t out[32], const void *const *parts,
 DLOCK_API size_t dlock_name_segment(char *out, size_t max_out,
                                     const char *name, size_t len);
 
+/* ---- registering, and what core does with the tables ------------------------- */
+
 /**
- * Register an out-of-tree backend: checks 0 < version <=
- * DLOCK_BACKEND_VERSION and the required slots, and refuses a scheme (or
+ * Register an out-of-tree backend: checks version == DLOCK_BACKEND_VERSION
+ * (a version 1 table is refused: rebuild it against this header), the
+ * required slots of the table and of each mode, and refuses a scheme (or
  * alias) already taken. The table must outlive its use.
  * @return DLOCK_OK, DLOCK_EINVAL. Threads: any.
  */
@@ -329,6 +404,17 @@ DLOCK_API int dlock_backend_register(const struct dlock_backend *b);
 
 /** The backend serving scheme (registered first, then built-in), or NULL. */
 DLOCK_API const struct dlock_backend *dlock_backend_find(const char *scheme);
+
+/**
+ * For `dlock bench`: run n bare acquire+release cycles of the URI's backend
+ * and mode with its client library alone, no dlock core in the loop, and
+ * write each cycle's latency in nanoseconds to ns_out[i].
+ * @return DLOCK_OK, DLOCK_EUNSUPPORTED (no floor for this mode),
+ *         DLOCK_EINVAL, DLOCK_ENOBACKEND, DLOCK_ECONNECT; err explains.
+ * Threads: any.
+ */
+DLOCK_API int dlock_bench_floor(const char *uri, const char *name, uint32_t n,
+                                uint64_t *ns_out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

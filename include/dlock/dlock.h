@@ -17,7 +17,10 @@
  * stated in the "Threads:" line of each function.
  *
  * Stability: this header stays source and binary compatible through a major
- * version; option structs grow at the end and carry a version field.
+ * version; option structs (the caller's input) and output structs (filled
+ * by dlock into memory the caller owns) carry a version field first and
+ * grow at the end: initialise them with their _INIT macro, and dlock fills
+ * only the fields that version has.
  */
 #ifndef DLOCK_DLOCK_H
 #define DLOCK_DLOCK_H
@@ -36,9 +39,9 @@ extern "C" {
 #endif
 
 #define DLOCK_VERSION_MAJOR 0
-#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_MINOR 2
 #define DLOCK_VERSION_PATCH 0
-#define DLOCK_VERSION_STRING "0.1.0"
+#define DLOCK_VERSION_STRING "0.2.0"
 
 /** The version of the library actually linked, e.g. "0.1.0". */
 DLOCK_API const char *dlock_version(void);
@@ -60,7 +63,7 @@ DLOCK_API const char *dlock_version(void);
     XX(ECONNECT, -5, "cannot reach the lock service")                       \
     XX(ENOBACKEND, -6, "no backend for this URI scheme in this build")      \
     XX(EINVAL, -7, "invalid argument")                                      \
-    XX(ENOTOWNER, -8, "the lock is held by another owner")                  \
+    XX(ENOTOWNER, -8, "not this owner's: free, expired or another owner's") \
     XX(ENOTHELD, -9, "the lock is not held by this handle")                 \
     XX(ENOMEM, -10, "out of memory")                                        \
     XX(EUNSUPPORTED, -11, "not supported by this backend or mode")          \
@@ -195,26 +198,63 @@ DLOCK_API int dlock_client_open(dlock_client **out, const char *uri,
 DLOCK_API void dlock_client_close(dlock_client *c);
 
 /**
- * The last failure of dlock_client_open() or of client-wide calls; "" if
- * none. Lives until the next such call. Threads: with the call that failed.
+ * Why the last client-wide call (dlock_client_open(), dlock_lock_new(),
+ * dlock_inspect()) on c failed in this thread; "" if none did. Each thread
+ * has its own message, so threads sharing a client never see each other's.
+ * Lives until this thread's next client-wide call. Threads: any.
  */
 DLOCK_API const char *dlock_client_errmsg(const dlock_client *c);
 
 typedef struct {
-    const char *scheme;  /* the backend's scheme, e.g. "file" */
-    const char *mode;    /* the backend's mode, e.g. "setnx"; never NULL */
-    uint32_t caps;       /* DLOCK_CAP_* of that mode */
-    const char *uri;     /* the URI with any password replaced by *** */
-    const char *owner;   /* the client's uuid */
-    uint32_t lease_ms;   /* the default lease */
-    uint32_t timeout_ms; /* the I/O timeout */
+    unsigned int version; /* DLOCK_INFO_VERSION: initialise with _INIT */
+    const char *scheme;   /* the backend's scheme, e.g. "file" */
+    const char *mode;     /* the mode, e.g. "setnx"; never NULL */
+    uint32_t caps;        /* DLOCK_CAP_* of that mode */
+    const char *uri;      /* the URI with any password replaced by *** */
+    const char *owner;    /* the client's uuid */
+    uint32_t lease_ms;    /* the default lease */
+    uint32_t timeout_ms;  /* the I/O timeout */
+    const char *summary;  /* one line on the mode */
 } dlock_info;
 
+#define DLOCK_INFO_VERSION 1
+#define DLOCK_INFO_INIT { DLOCK_INFO_VERSION, NULL, NULL, 0, NULL, NULL, 0, 0, NULL }
+
 /**
- * Describe the client's backend. The strings live as long as the client.
- * @return DLOCK_OK or DLOCK_EINVAL. Threads: any.
+ * Describe the client's backend and mode. The strings live as long as the
+ * client.
+ * @param out  initialised with DLOCK_INFO_INIT (its version says which
+ *             fields the caller knows; dlock fills those)
+ * @return DLOCK_OK or DLOCK_EINVAL (NULL, or an unknown version).
+ * Threads: any.
  */
 DLOCK_API int dlock_client_info(dlock_client *c, dlock_info *out);
+
+typedef struct {
+    unsigned int version; /* DLOCK_MODE_INFO_VERSION: initialise with _INIT */
+    const char *scheme;   /* the backend's scheme */
+    const char *mode;     /* the mode's name (the value of mode=) */
+    const char *summary;  /* one line */
+    uint32_t caps;        /* DLOCK_CAP_* */
+    int chosen;           /* 1 for the mode the URI asks for */
+} dlock_mode_info;
+
+#define DLOCK_MODE_INFO_VERSION 1
+#define DLOCK_MODE_INFO_INIT { DLOCK_MODE_INFO_VERSION, NULL, NULL, NULL, 0, 0 }
+
+/**
+ * The modes of the backend a URI names, without connecting to anything:
+ * what `dlock info` shows when the server does not answer. Writes at most
+ * cap entries (each initialised by the caller with DLOCK_MODE_INFO_INIT;
+ * the strings are static) and sets *n to how many modes there are.
+ * @param uri  as for dlock_client_open() (NULL: $DLOCK_URI, else default)
+ * @return DLOCK_OK, DLOCK_EINVAL (bad URI or mode; err says which part),
+ *         DLOCK_ENOBACKEND.
+ * Threads: any.
+ */
+DLOCK_API int dlock_backend_modes(const char *uri, dlock_mode_info *out,
+                                  size_t cap, size_t *n, char *err,
+                                  size_t errlen);
 
 /* ------------------------------------------------------------------------ */
 /* Locks                                                                    */
@@ -365,6 +405,7 @@ DLOCK_API const char *dlock_lock_errmsg(const dlock_lock *lk);
 
 /* What a backend can tell of a name; unknown fields say so. */
 typedef struct {
+    unsigned int version; /* DLOCK_STATE_VERSION: initialise with _INIT */
     int held;             /* 1, 0, or -1 when unknown */
     char owner[256];      /* "" when unknown or free */
     uint64_t fence;       /* the last fence handed out, 0 when unknown */
@@ -372,25 +413,18 @@ typedef struct {
     int waiters;          /* -1 when unknown */
 } dlock_state;
 
+#define DLOCK_STATE_VERSION 1
+#define DLOCK_STATE_INIT { DLOCK_STATE_VERSION, -1, {0}, 0, -1, -1 }
+
 /**
  * Describe a name without taking it (`dlock inspect`).
- * @return DLOCK_OK, DLOCK_EUNSUPPORTED (the backend cannot look),
+ * @param out  initialised with DLOCK_STATE_INIT
+ * @return DLOCK_OK, DLOCK_EUNSUPPORTED (the mode cannot look),
  *         DLOCK_EINVAL, DLOCK_ECONNECT; dlock_client_errmsg() explains.
- * Threads: any, but the message races with other client-wide calls.
+ * Threads: any.
  */
 DLOCK_API int dlock_inspect(dlock_client *c, const char *name,
                             dlock_state *out);
-
-/**
- * For `dlock bench`: run n bare acquire+release cycles of the URI's backend
- * and mode with its client library alone, no dlock core in the loop, and
- * write each cycle's latency in nanoseconds to ns_out[i].
- * @return DLOCK_OK, DLOCK_EUNSUPPORTED (no floor for this backend),
- *         DLOCK_EINVAL, DLOCK_ENOBACKEND, DLOCK_ECONNECT; err explains.
- * Threads: any.
- */
-DLOCK_API int dlock_bench_floor(const char *uri, const char *name, uint32_t n,
-                                uint64_t *ns_out, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------------ */
 /* Durations                                                                */

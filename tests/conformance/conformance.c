@@ -44,7 +44,7 @@ static int setup(void **state)
     if (cl == NULL)
         return -1;
     caps = h_caps(cl);
-    dlock_info info;
+    dlock_info info = DLOCK_INFO_INIT;
     dlock_client_info(cl, &info);
     fprintf(stderr, "conformance: %s (mode %s)\n", info.uri, info.mode);
     return 0;

@@ -147,7 +147,7 @@ dlock_lock *h_lock(dlock_client *c, const char *name, uint32_t lease_ms,
 
 uint32_t h_caps(dlock_client *c)
 {
-    dlock_info info;
+    dlock_info info = DLOCK_INFO_INIT;
     return dlock_client_info(c, &info) == DLOCK_OK ? info.caps : 0;
 }
 

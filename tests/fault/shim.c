@@ -1,14 +1,21 @@
 /*
- * shim.c: the fault-injecting test backend (see shim.h). It links core's
- * static library to parse its inner URI, like an out-of-tree backend that
- * wraps another would.
+ * shim.c: the fault-injecting test backend (see shim.h). Like an
+ * out-of-tree backend that wraps another, it uses backend.h alone: it
+ * parses its inner URI with dlock_uri_parse(), finds the inner backend with
+ * dlock_backend_find(), picks the inner mode as core would, and presents a
+ * mode of its own made from it (the inner's capabilities, plus a lease core
+ * can see run out, and the watchdog on even where the inner needs none).
+ *
+ * Divisions: faults; the inner backend; the life cycle; the methods; the
+ * tables.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
-#include "internal.h"
+#include "dlock/backend.h"
 #include "shim.h"
 
 struct shim_knobs shim;
@@ -16,17 +23,59 @@ struct shim_knobs shim;
 struct shim_ctx {
     struct dlock_uri *inner_uri;
     const struct dlock_backend *inner;
+    const struct dlock_mode *inner_mode;
     void *inner_ctx;
 };
 
 struct shim_session {
     struct dlock_session base;
     struct dlock_session *inner;
-    char mode[64];
+    const struct dlock_mode *inner_mode;
+    atomic_int in_call; /* [B-SERIAL-1] */
 };
 
 static const char *const shim_params[] = {"inner", NULL};
 extern const struct dlock_backend shim_backend;
+
+/* The mode presented for the inner one; filled by shim_pick_mode(). One
+ * inner URI per process, as the fault suite runs. */
+static struct dlock_mode shim_mode;
+static char shim_mode_name[64];
+static const struct dlock_backend *shim_inner_backend;
+
+/* ---- faults ----------------------------------------------------------------- */
+
+void shim_fail(enum shim_op op, int code, int nth, int times)
+{
+    struct shim_fault *f = &shim.fault[op];
+
+    atomic_store(&f->code, 0);
+    atomic_store(&f->skip, nth > 1 ? nth - 1 : 0);
+    atomic_store(&f->times, times);
+    atomic_store(&f->code, code);
+}
+
+/* Should this call of op fail? Then with which code (else 0). */
+static int fault_now(enum shim_op op)
+{
+    struct shim_fault *f = &shim.fault[op];
+    int code = atomic_load(&f->code), v;
+
+    atomic_fetch_add(&shim.calls[op], 1);
+    if (code == 0)
+        return 0;
+    v = atomic_load(&f->skip);
+    while (v > 0)
+        if (atomic_compare_exchange_weak(&f->skip, &v, v - 1))
+            return 0;
+    v = atomic_load(&f->times);
+    if (v < 0)
+        return code;
+    while (v > 0)
+        if (atomic_compare_exchange_weak(&f->times, &v, v - 1))
+            return code;
+    return 0;
+}
 
 static void shim_sleep(int ms)
 {
@@ -34,40 +83,130 @@ static void shim_sleep(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Inner calls report through the outer session's core state. */
-static struct dlock_session *inner_of(struct dlock_session *s)
+/* [B-SERIAL-1]: a call begins on s; another already running is a broken
+ * promise of core's, reported at once. */
+static struct dlock_session *enter(struct dlock_session *s)
 {
     struct shim_session *ss = (struct shim_session *)s;
+
+    if (atomic_exchange(&ss->in_call, 1) != 0) {
+        atomic_fetch_add(&shim.serial_violations, 1);
+        fprintf(stderr, "shim: [B-SERIAL-1] broken: two calls at once on "
+                        "one session\n");
+        abort();
+    }
+    /* Inner calls report through the outer session's core state. */
     ss->inner->core = s->core;
     return ss->inner;
 }
 
-static int shim_ctx_open(void **out, const struct dlock_uri *uri, char *err,
-                         size_t errlen)
+static int leave(struct dlock_session *s, int rc)
+{
+    atomic_store(&((struct shim_session *)s)->in_call, 0);
+    return rc;
+}
+
+/* ---- the inner backend ------------------------------------------------------- */
+
+/* The inner backend and mode of the inner URI, picked as core does. */
+static int find_inner(const struct dlock_uri *inner_uri,
+                      const struct dlock_backend **b,
+                      const struct dlock_mode **m, char *err, size_t errlen)
+{
+    int rc;
+
+    *b = dlock_backend_find(inner_uri->scheme);
+    if (*b == NULL || *b == &shim_backend)
+        return dlock_errorf(err, errlen, DLOCK_ENOBACKEND, "inner: %s",
+                            inner_uri->scheme);
+    *m = NULL;
+    if ((*b)->pick_mode != NULL &&
+        (rc = (*b)->pick_mode(inner_uri, m, err, errlen)) != DLOCK_OK)
+        return rc;
+    for (size_t i = 0; *m == NULL && (*b)->modes[i] != NULL; i++)
+        if (inner_uri->mode == NULL ||
+            strcasecmp(inner_uri->mode, (*b)->modes[i]->name) == 0)
+            *m = (*b)->modes[i];
+    if (*m == NULL)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL, "inner: mode %s",
+                            inner_uri->mode);
+    return DLOCK_OK;
+}
+
+static int parse_inner(const struct dlock_uri *uri, struct dlock_uri **out,
+                       char *err, size_t errlen)
 {
     const char *inner = dlock_uri_param(uri, "inner");
-    struct shim_ctx *x;
-    int rc;
 
     if (inner == NULL)
         return dlock_errorf(err, errlen, DLOCK_EINVAL, "inner: missing");
+    return dlock_uri_parse(out, inner, err, errlen);
+}
+
+/* ---- the life cycle ----------------------------------------------------------- */
+
+static int shim_pick_mode(const struct dlock_uri *uri,
+                          const struct dlock_mode **out, char *err,
+                          size_t errlen)
+{
+    const struct dlock_backend *b;
+    const struct dlock_mode *m;
+    struct dlock_uri *inner;
+    int rc;
+
+    if ((rc = parse_inner(uri, &inner, err, errlen)) != DLOCK_OK)
+        return rc;
+    rc = find_inner(inner, &b, &m, err, errlen);
+    dlock_uri_free(inner);
+    if (rc != DLOCK_OK)
+        return rc;
+    shim_inner_backend = b;
+    snprintf(shim_mode_name, sizeof shim_mode_name, "fault(%s)", m->name);
+    shim_mode.name = shim_mode_name;
+    shim_mode.summary = "test shim around a real mode";
+    /* Make the watchdog run even over a mode that needs no renewal, and
+     * give the lock a lease core can see run out. */
+    shim_mode.caps = (m->caps & ~DLOCK_CAP_NO_RENEW) | DLOCK_CAP_LEASE;
+    shim_mode.kinds = m->kinds;
+    shim_mode.retry_min_ms = m->retry_min_ms;
+    shim_mode.retry_max_ms = m->retry_max_ms;
+    *out = &shim_mode;
+    return DLOCK_OK;
+}
+
+static int shim_thread_init(void)
+{
+    atomic_fetch_add(&shim.thread_inits, 1);
+    if (shim_inner_backend != NULL && shim_inner_backend->thread_init != NULL)
+        return shim_inner_backend->thread_init();
+    return DLOCK_OK;
+}
+
+static void shim_thread_end(void)
+{
+    if (shim_inner_backend != NULL && shim_inner_backend->thread_end != NULL)
+        shim_inner_backend->thread_end();
+}
+
+static int shim_ctx_open(void **out, const struct dlock_uri *uri,
+                         const struct dlock_mode *mode, char *err,
+                         size_t errlen)
+{
+    struct shim_ctx *x;
+    int rc;
+
+    (void)mode;
     x = calloc(1, sizeof *x);
     if (x == NULL)
         return DLOCK_ENOMEM;
-    rc = dlock__uri_parse(&x->inner_uri, inner, strlen(inner), err, errlen);
-    if (rc == DLOCK_OK) {
-        x->inner = dlock_backend_find(x->inner_uri->scheme);
-        if (x->inner == NULL || x->inner == &shim_backend)
-            rc = dlock_errorf(err, errlen, DLOCK_ENOBACKEND, "inner: %s",
-                              x->inner_uri->scheme);
-    }
+    rc = parse_inner(uri, &x->inner_uri, err, errlen);
     if (rc == DLOCK_OK)
-        rc = dlock__uri_check_params(x->inner_uri, x->inner->params, err,
-                                     errlen);
+        rc = find_inner(x->inner_uri, &x->inner, &x->inner_mode, err, errlen);
     if (rc == DLOCK_OK && x->inner->ctx_open != NULL)
-        rc = x->inner->ctx_open(&x->inner_ctx, x->inner_uri, err, errlen);
+        rc = x->inner->ctx_open(&x->inner_ctx, x->inner_uri, x->inner_mode,
+                                err, errlen);
     if (rc != DLOCK_OK) {
-        dlock__uri_free(x->inner_uri);
+        dlock_uri_free(x->inner_uri);
         free(x);
         return rc;
     }
@@ -80,7 +219,7 @@ static void shim_ctx_close(void *ctx)
     struct shim_ctx *x = ctx;
     if (x->inner_ctx != NULL)
         x->inner->ctx_close(x->inner_ctx);
-    dlock__uri_free(x->inner_uri);
+    dlock_uri_free(x->inner_uri);
     free(x);
 }
 
@@ -88,10 +227,13 @@ static int shim_open(struct dlock_session **out, const struct dlock_uri *uri,
                      void *ctx, char *err, size_t errlen)
 {
     struct shim_ctx *x = ctx;
-    struct shim_session *ss = calloc(1, sizeof *ss);
+    struct shim_session *ss;
     int rc;
 
     (void)uri;
+    if ((rc = fault_now(SHIM_OPEN)) != 0)
+        return dlock_errorf(err, errlen, rc, "injected open failure");
+    ss = calloc(1, sizeof *ss);
     if (ss == NULL)
         return DLOCK_ENOMEM;
     rc = x->inner->open(&ss->inner, x->inner_uri, x->inner_ctx, err, errlen);
@@ -99,16 +241,9 @@ static int shim_open(struct dlock_session **out, const struct dlock_uri *uri,
         free(ss);
         return rc;
     }
-    atomic_fetch_add(&shim.opens, 1);
-    ss->base.backend = &shim_backend;
-    /* Make the watchdog run even over a backend that needs no renewal,
-     * and give the lock a lease core can see run out. */
-    ss->base.caps = (ss->inner->caps & ~DLOCK_CAP_NO_RENEW) | DLOCK_CAP_LEASE;
-    snprintf(ss->mode, sizeof ss->mode, "fault(%s)",
-             ss->inner->mode ? ss->inner->mode : "default");
-    ss->base.mode = ss->mode;
-    ss->base.retry_min_ms = ss->inner->retry_min_ms;
-    ss->base.retry_max_ms = ss->inner->retry_max_ms;
+    ss->inner->backend = x->inner;
+    ss->inner_mode = x->inner_mode;
+    atomic_init(&ss->in_call, 0);
     *out = &ss->base;
     return DLOCK_OK;
 }
@@ -116,89 +251,126 @@ static int shim_open(struct dlock_session **out, const struct dlock_uri *uri,
 static void shim_close(struct dlock_session *s)
 {
     struct shim_session *ss = (struct shim_session *)s;
-    ss->inner->backend->close(ss->inner);
+    struct dlock_session *in = enter(s);
+
+    in->backend->close(in);
     free(ss);
 }
 
-/* Take one from a counter if it is positive. */
-static int take(atomic_int *n)
-{
-    int v = atomic_load(n);
-    while (v > 0)
-        if (atomic_compare_exchange_weak(n, &v, v - 1))
-            return 1;
-    return 0;
-}
+/* ---- the methods ---------------------------------------------------------------- */
 
 static int shim_acquire(struct dlock_session *s,
                         const struct dlock_request *req, int64_t deadline_ms,
                         struct dlock_grant *grant, uint32_t *retry_ms)
 {
-    struct dlock_session *in = inner_of(s);
+    const struct dlock_mode *m = ((struct shim_session *)s)->inner_mode;
+    struct dlock_session *in = enter(s);
+    int code = fault_now(SHIM_ACQUIRE), v;
 
-    atomic_fetch_add(&shim.acquires, 1);
-    if (take(&shim.fail_acquire))
-        return dlock_session_error(s, atomic_load(&shim.acquire_code),
-                                   "injected failure");
-    if (take(&shim.busy_acquire)) {
-        *retry_ms = (uint32_t)atomic_load(&shim.busy_hint_ms);
-        return DLOCK_EBUSY;
-    }
-    return in->backend->acquire(in, req, deadline_ms, grant, retry_ms);
+    if (code != 0)
+        return leave(s, dlock_session_error(s, code, "injected failure"));
+    v = atomic_load(&shim.busy_acquire);
+    while (v > 0)
+        if (atomic_compare_exchange_weak(&shim.busy_acquire, &v, v - 1)) {
+            *retry_ms = (uint32_t)atomic_load(&shim.busy_hint_ms);
+            return leave(s, DLOCK_EBUSY);
+        }
+    return leave(s, m->acquire(in, req, deadline_ms, grant, retry_ms));
 }
 
 static int shim_wait(struct dlock_session *s, const struct dlock_request *req,
                      uint32_t max_ms)
 {
-    struct dlock_session *in = inner_of(s);
-    return in->backend->wait(in, req, max_ms);
+    const struct dlock_mode *m = ((struct shim_session *)s)->inner_mode;
+    struct dlock_session *in = enter(s);
+    int code = fault_now(SHIM_WAIT);
+
+    if (code != 0)
+        return leave(s, dlock_session_error(s, code, "injected failure"));
+    if (m->wait == NULL) {
+        shim_sleep((int)(max_ms < 50 ? max_ms : 50));
+        return leave(s, DLOCK_OK);
+    }
+    return leave(s, m->wait(in, req, max_ms));
 }
 
 static int shim_renew(struct dlock_session *s, struct dlock_renewal *items,
                       size_t n)
 {
-    struct dlock_session *in = inner_of(s);
-    int code = atomic_load(&shim.renew_code), stall, rc;
+    const struct dlock_mode *m = ((struct shim_session *)s)->inner_mode;
+    struct dlock_session *in = enter(s);
+    int code, stall, rc;
 
     atomic_store(&shim.in_renew, 1);
-    atomic_fetch_add(&shim.renews, 1);
+    code = fault_now(SHIM_RENEW);
     atomic_fetch_add(&shim.renewed_items, (int)n);
     if ((stall = atomic_load(&shim.stall_renew_ms)) > 0)
         shim_sleep(stall);
     if (code != 0)
         rc = dlock_session_error(s, code, "injected renewal failure");
     else
-        rc = in->backend->renew(in, items, n);
+        rc = m->renew(in, items, n);
     atomic_store(&shim.last_renew_end, atomic_fetch_add(&shim.seq, 1) + 1);
     atomic_store(&shim.in_renew, 0);
-    return rc;
+    return leave(s, rc);
 }
 
 static int shim_release(struct dlock_session *s,
                         const struct dlock_request *req,
                         struct dlock_grant *grant)
 {
-    struct dlock_session *in = inner_of(s);
+    const struct dlock_mode *m = ((struct shim_session *)s)->inner_mode;
+    struct dlock_session *in = enter(s);
+    int code, rc;
 
     atomic_store(&shim.last_release, atomic_fetch_add(&shim.seq, 1) + 1);
-    atomic_fetch_add(&shim.releases, 1);
-    return in->backend->release(in, req, grant);
+    code = fault_now(SHIM_RELEASE);
+    /* [B-RELEASE-1]: the inner release runs even when we report a failure,
+     * so its grant's state is freed. */
+    rc = m->release(in, req, grant);
+    if (code != 0)
+        rc = dlock_session_error(s, code, "injected release failure");
+    return leave(s, rc);
 }
+
+static int shim_inspect(struct dlock_session *s, const char *name, size_t len,
+                        dlock_state *out)
+{
+    const struct dlock_mode *m = ((struct shim_session *)s)->inner_mode;
+    struct dlock_session *in = enter(s);
+
+    if (m->inspect == NULL)
+        return leave(s, DLOCK_EUNSUPPORTED);
+    return leave(s, m->inspect(in, name, len, out));
+}
+
+/* ---- the tables ------------------------------------------------------------------ */
+
+static struct dlock_mode shim_mode = {
+    .name = "fault",
+    .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),
+    .acquire = shim_acquire,
+    .renew = shim_renew,
+    .release = shim_release,
+    .wait = shim_wait,
+    .inspect = shim_inspect,
+};
+
+static const struct dlock_mode *const shim_modes[] = {&shim_mode, NULL};
 
 const struct dlock_backend shim_backend = {
     .version = DLOCK_BACKEND_VERSION,
     .scheme = "fault",
     .params = shim_params,
-    .caps = DLOCK_CAP_LEASE,
     .summary = "test shim: injects failures into a real backend",
+    .modes = shim_modes,
+    .pick_mode = shim_pick_mode,
+    .thread_init = shim_thread_init,
+    .thread_end = shim_thread_end,
     .ctx_open = shim_ctx_open,
     .ctx_close = shim_ctx_close,
     .open = shim_open,
     .close = shim_close,
-    .acquire = shim_acquire,
-    .wait = shim_wait,
-    .renew = shim_renew,
-    .release = shim_release,
 };
 
 void shim_register(void)

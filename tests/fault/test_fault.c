@@ -32,6 +32,9 @@ static int teardown(void **state)
 {
     (void)state;
     dlock_client_close(cl);
+    /* [B-SERIAL-1]: the shim aborts at once on a violation; this is the
+     * record that none happened. */
+    assert_int_equal(atomic_load(&shim.serial_violations), 0);
     shim_reset();
     return 0;
 }
@@ -83,14 +86,13 @@ static void fault__acquire_retries_connect_errors(void **state)
     int before;
 
     (void)state;
-    atomic_store(&shim.acquire_code, DLOCK_ECONNECT);
-    atomic_store(&shim.fail_acquire, 2);
-    before = atomic_load(&shim.acquires);
+    shim_fail(SHIM_ACQUIRE, DLOCK_ECONNECT, 1, 2);
+    before = atomic_load(&shim.calls[SHIM_ACQUIRE]);
     assert_int_equal(dlock_acquire(lk, 10000), DLOCK_OK);
-    assert_int_equal(atomic_load(&shim.acquires) - before, 3);
+    assert_int_equal(atomic_load(&shim.calls[SHIM_ACQUIRE]) - before, 3);
     assert_int_equal(dlock_release(lk), DLOCK_OK);
     /* A try makes one attempt and reports the failure as it is. */
-    atomic_store(&shim.fail_acquire, 1);
+    shim_fail(SHIM_ACQUIRE, DLOCK_ECONNECT, 1, 1);
     assert_int_equal(dlock_try_acquire(lk), DLOCK_ECONNECT);
     assert_non_null(strstr(dlock_lock_errmsg(lk), "injected failure"));
     assert_non_null(strstr(dlock_lock_errmsg(lk), "acquire"));
@@ -103,27 +105,25 @@ static void fault__connect_errors_until_deadline(void **state)
     int64_t t0;
 
     (void)state;
-    atomic_store(&shim.acquire_code, DLOCK_ECONNECT);
-    atomic_store(&shim.fail_acquire, 1000000);
+    shim_fail(SHIM_ACQUIRE, DLOCK_ECONNECT, 1, 1000000);
     t0 = h_now_ms();
     assert_int_equal(dlock_acquire(lk, 500), DLOCK_ECONNECT);
     assert_true(h_now_ms() - t0 >= 450);
     assert_true(h_now_ms() - t0 < 500 + 2000);
-    assert_true(atomic_load(&shim.acquires) > 1); /* it did retry */
-    atomic_store(&shim.fail_acquire, 0);
+    assert_true(atomic_load(&shim.calls[SHIM_ACQUIRE]) > 1); /* it did retry */
+    shim_fail(SHIM_ACQUIRE, 0, 0, 0);
     dlock_lock_free(lk);
 }
 
 static void fault__final_errors_not_retried(void **state)
 {
     dlock_lock *lk = h_lock(cl, h_name("final"), 0, 0);
-    int before = atomic_load(&shim.acquires);
+    int before = atomic_load(&shim.calls[SHIM_ACQUIRE]);
 
     (void)state;
-    atomic_store(&shim.acquire_code, DLOCK_EINVAL);
-    atomic_store(&shim.fail_acquire, 1);
+    shim_fail(SHIM_ACQUIRE, DLOCK_EINVAL, 1, 1);
     assert_int_equal(dlock_acquire(lk, 5000), DLOCK_EINVAL);
-    assert_int_equal(atomic_load(&shim.acquires) - before, 1);
+    assert_int_equal(atomic_load(&shim.calls[SHIM_ACQUIRE]) - before, 1);
     dlock_lock_free(lk);
 }
 
@@ -132,13 +132,13 @@ static void fault__final_errors_not_retried(void **state)
 static void fault__busy_hint_then_granted(void **state)
 {
     dlock_lock *lk = h_lock(cl, h_name("hint"), 0, 0);
-    int before = atomic_load(&shim.acquires);
+    int before = atomic_load(&shim.calls[SHIM_ACQUIRE]);
 
     (void)state;
     atomic_store(&shim.busy_hint_ms, 20);
     atomic_store(&shim.busy_acquire, 5);
     assert_int_equal(dlock_acquire(lk, 10000), DLOCK_OK);
-    assert_int_equal(atomic_load(&shim.acquires) - before, 6);
+    assert_int_equal(atomic_load(&shim.calls[SHIM_ACQUIRE]) - before, 6);
     assert_int_equal(dlock_release(lk), DLOCK_OK);
     dlock_lock_free(lk);
 }
@@ -151,16 +151,16 @@ static void fault__reentrancy_costs_no_io(void **state)
 
     (void)state;
     assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
-    acq = atomic_load(&shim.acquires);
-    rel = atomic_load(&shim.releases);
+    acq = atomic_load(&shim.calls[SHIM_ACQUIRE]);
+    rel = atomic_load(&shim.calls[SHIM_RELEASE]);
     for (int i = 0; i < 100; i++)
         assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
     for (int i = 0; i < 100; i++)
         assert_int_equal(dlock_release(lk), DLOCK_OK);
-    assert_int_equal(atomic_load(&shim.acquires), acq);
-    assert_int_equal(atomic_load(&shim.releases), rel);
+    assert_int_equal(atomic_load(&shim.calls[SHIM_ACQUIRE]), acq);
+    assert_int_equal(atomic_load(&shim.calls[SHIM_RELEASE]), rel);
     assert_int_equal(dlock_release(lk), DLOCK_OK);
-    assert_int_equal(atomic_load(&shim.releases), rel + 1);
+    assert_int_equal(atomic_load(&shim.calls[SHIM_RELEASE]), rel + 1);
     dlock_lock_free(lk);
 }
 
@@ -173,10 +173,10 @@ static void fault__watchdog_renews_at_third_of_lease(void **state)
     int before;
 
     (void)state;
-    before = atomic_load(&shim.renews);
+    before = atomic_load(&shim.calls[SHIM_RENEW]);
     assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
     h_sleep_ms(2000);
-    int n = atomic_load(&shim.renews) - before;
+    int n = atomic_load(&shim.calls[SHIM_RENEW]) - before;
     /* 2000 / 300 = 6 expected; loose bounds for a noisy machine. */
     assert_true(n >= 3);
     assert_true(n <= 12);
@@ -193,18 +193,18 @@ static void fault__dropped_renewals_lose_lock(void **state)
     int64_t t0;
 
     (void)state;
-    atomic_store(&shim.renew_code, DLOCK_ECONNECT);
+    shim_fail(SHIM_RENEW, DLOCK_ECONNECT, 1, -1);
     t0 = h_now_ms();
     assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
     assert_true(eventually(lost_seen, 5000));
     assert_true(h_now_ms() - t0 >= 550); /* not before the lease ran out */
     assert_false(dlock_held(lk));
     assert_int_equal(atomic_load(&lost_code), DLOCK_ELOST);
-    assert_true(atomic_load(&shim.renews) >= 2); /* it kept trying */
+    assert_true(atomic_load(&shim.calls[SHIM_RENEW]) >= 2); /* it kept trying */
     h_sleep_ms(300);
     assert_int_equal(atomic_load(&lost_calls), 1);
     assert_int_equal(dlock_release(lk), DLOCK_ELOST);
-    atomic_store(&shim.renew_code, 0);
+    shim_fail(SHIM_RENEW, 0, 0, 0);
     /* The handle can take the lock again after that release. */
     assert_int_equal(dlock_acquire(lk, 1000), DLOCK_OK);
     assert_true(dlock_held(lk));
@@ -219,15 +219,15 @@ static void fault__renewal_says_gone(void **state)
     int64_t t0;
 
     (void)state;
-    atomic_store(&shim.renew_code, DLOCK_ELOST);
+    shim_fail(SHIM_RENEW, DLOCK_ELOST, 1, -1);
     t0 = h_now_ms();
     assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
     assert_true(eventually(lost_seen, 5000));
     assert_true(h_now_ms() - t0 < 3000); /* well before the lease end */
     assert_false(dlock_held(lk));
     assert_int_equal(atomic_load(&lost_code), DLOCK_ELOST);
-    assert_int_equal(atomic_load(&shim.renews), 1);
-    atomic_store(&shim.renew_code, 0);
+    assert_int_equal(atomic_load(&shim.calls[SHIM_RENEW]), 1);
+    shim_fail(SHIM_RENEW, 0, 0, 0);
     assert_int_equal(dlock_release(lk), DLOCK_ELOST);
     dlock_lock_free(lk);
 }
@@ -281,9 +281,9 @@ static void fault__release_cancels_renewal(void **state)
     assert_int_equal(dlock_release(lk), DLOCK_OK);
     assert_true(atomic_load(&shim.last_release) >
                 atomic_load(&shim.last_renew_end));
-    renews = atomic_load(&shim.renews);
+    renews = atomic_load(&shim.calls[SHIM_RENEW]);
     h_sleep_ms(600);
-    assert_int_equal(atomic_load(&shim.renews), renews);
+    assert_int_equal(atomic_load(&shim.calls[SHIM_RENEW]), renews);
     atomic_store(&shim.stall_renew_ms, 0);
     dlock_lock_free(lk);
 }
@@ -302,10 +302,10 @@ static void fault__watchdog_batches_renewals(void **state)
         lks[i] = h_lock(cl, name, 1500, 0);
         assert_int_equal(dlock_acquire(lks[i], 0), DLOCK_OK);
     }
-    calls = atomic_load(&shim.renews);
+    calls = atomic_load(&shim.calls[SHIM_RENEW]);
     items = atomic_load(&shim.renewed_items);
     h_sleep_ms(1700);
-    calls = atomic_load(&shim.renews) - calls;
+    calls = atomic_load(&shim.calls[SHIM_RENEW]) - calls;
     items = atomic_load(&shim.renewed_items) - items;
     assert_true(items >= N); /* every lock renewed at least once */
     /* Renewals are grouped by session; a mode that gives each held lock
@@ -349,30 +349,111 @@ static void fault__log_hook_reports_lost_lock(void **state)
     assert_int_equal(dlock_lock_new(&lk, c, h_name("log"), &o), DLOCK_OK);
     atomic_store(&lost_calls, 0);
     atomic_store(&log_lines, 0);
-    atomic_store(&shim.renew_code, DLOCK_ELOST);
+    shim_fail(SHIM_RENEW, DLOCK_ELOST, 1, -1);
     assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
     assert_true(eventually(lost_seen, 5000));
     assert_true(atomic_load(&log_lines) >= 1);
     assert_non_null(strstr(logged, "renew"));
-    atomic_store(&shim.renew_code, 0);
+    shim_fail(SHIM_RENEW, 0, 0, 0);
     assert_int_equal(dlock_release(lk), DLOCK_ELOST);
     dlock_lock_free(lk);
     dlock_client_close(c);
 }
 
 /* A failed manual renewal within the lease is "in doubt", not lost. */
+/* The shim fails the Nth call, or every call from the Nth on: here the
+ * third acquire attempt of one timed acquire, then every attempt. */
+static void fault__fail_the_nth_call(void **state)
+{
+    dlock_lock *lk = h_lock(cl, h_name("nth"), 0, 0);
+    int before;
+
+    (void)state;
+    /* Busy twice, then the third attempt fails with a final error. */
+    atomic_store(&shim.busy_acquire, 2);
+    atomic_store(&shim.busy_hint_ms, 1);
+    shim_fail(SHIM_ACQUIRE, DLOCK_EINVAL, 3, 1);
+    before = atomic_load(&shim.calls[SHIM_ACQUIRE]);
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_EINVAL);
+    assert_int_equal(atomic_load(&shim.calls[SHIM_ACQUIRE]) - before, 3);
+    /* From now on: every try fails, until switched off. */
+    shim_fail(SHIM_ACQUIRE, DLOCK_ECONNECT, 1, -1);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(dlock_try_acquire(lk), DLOCK_ECONNECT);
+    shim_fail(SHIM_ACQUIRE, 0, 0, 0);
+    assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+}
+
+/* Faults on opening a session and on the release. A release that fails
+ * still frees the handle [B-RELEASE-1]; a session that cannot be opened
+ * is an ECONNECT the acquire retries until its deadline. */
+static void fault__open_and_release_faults(void **state)
+{
+    dlock_lock *lk = h_lock(cl, h_name("rel"), 0, 0);
+    dlock_lock *other = h_lock(cl, h_name("rel2"), 0, 0);
+    dlock_lock *third = h_lock(cl, h_name("rel3"), 0, 0);
+
+    (void)state;
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    shim_fail(SHIM_RELEASE, DLOCK_ECONNECT, 1, 1);
+    assert_int_equal(dlock_release(lk), DLOCK_ECONNECT);
+    assert_non_null(strstr(dlock_lock_errmsg(lk), "injected release"));
+    assert_int_equal(dlock_lock_depth(lk), 0);
+    assert_false(dlock_held(lk));
+    /* The inner release ran: the name is free again. */
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    /* Opens fail from now on: a new client says why; this one goes on
+     * with its pooled session. */
+    shim_fail(SHIM_OPEN, DLOCK_ECONNECT, 1, -1);
+    {
+        dlock_client *c2 = NULL;
+        assert_int_equal(dlock_client_open(&c2, fault_uri, NULL),
+                         DLOCK_ECONNECT);
+        assert_non_null(strstr(dlock_client_errmsg(c2),
+                               "injected open failure"));
+        dlock_client_close(c2);
+    }
+    assert_int_equal(dlock_acquire(other, 0), DLOCK_OK); /* pooled */
+    shim_fail(SHIM_OPEN, 0, 0, 0);
+    assert_int_equal(dlock_acquire(third, 1000), DLOCK_OK);
+    assert_int_equal(dlock_release(third), DLOCK_OK);
+    assert_int_equal(dlock_release(other), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_lock_free(other);
+    dlock_lock_free(third);
+}
+
+/* The shim forwards the whole life cycle: the watchdog thread it started
+ * ran the inner backend's thread_init (MySQL's needs it) through it. */
+static void fault__thread_init_forwarded(void **state)
+{
+    dlock_lock *lk = h_lock(cl, h_name("thr"), 600, 0);
+
+    (void)state;
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    h_sleep_ms(300); /* the watchdog runs by now */
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_client_close(cl);
+    cl = h_client(fault_uri);
+    assert_true(atomic_load(&shim.thread_inits) >= 1);
+}
+
 static void fault__manual_renew_reports_failure(void **state)
 {
     dlock_lock *lk = lost_lock(h_name("manual"), 5000);
 
     (void)state;
     assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
-    atomic_store(&shim.renew_code, DLOCK_ECONNECT);
+    shim_fail(SHIM_RENEW, DLOCK_ECONNECT, 1, -1);
     /* In doubt, not lost: the lease has not run out. */
     assert_int_equal(dlock_renew(lk), DLOCK_ECONNECT);
     assert_true(dlock_held(lk));
     assert_int_equal(atomic_load(&lost_calls), 0);
-    atomic_store(&shim.renew_code, 0);
+    shim_fail(SHIM_RENEW, 0, 0, 0);
     assert_int_equal(dlock_renew(lk), DLOCK_OK);
     assert_int_equal(dlock_release(lk), DLOCK_OK);
     dlock_lock_free(lk);
@@ -405,6 +486,12 @@ int main(int argc, char **argv)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(fault__manual_renew_reports_failure,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(fault__fail_the_nth_call, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(fault__open_and_release_faults,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(fault__thread_init_forwarded, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(fault__log_hook_reports_lost_lock,
                                         setup, teardown),
     };

@@ -4,7 +4,7 @@
  * Each input is given to dlock__uri_parse() as it is (not NUL-terminated,
  * so ASan catches a read past its end) and to dlock_parse_duration() as a
  * NUL-terminated copy. Beyond "no crash, no leak, no undefined behaviour",
- * it checks only what the contract in core/internal.h and backend.h
+ * it checks only what the contract in core/uri.h and backend.h
  * promises:
  *
  * - the result is DLOCK_OK or DLOCK_EINVAL, and *out is set exactly on OK;
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "uri.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -492,7 +492,7 @@ static void mysql__inspect_each_mode(void **state)
         dlock_client *b = client_for(modes[m], NULL);
         const char *name = h_name("inspect");
         dlock_lock *lk = h_lock(a, name, 0, 0), *other = h_lock(b, name, 0, 0);
-        dlock_state st;
+        dlock_state st = DLOCK_STATE_INIT;
         uint64_t fence;
 
         assert_int_equal(dlock_inspect(b, name, &st), DLOCK_OK);

@@ -678,7 +678,7 @@ static void faults__password_never_in_messages(void **state)
     dlock_client_close(c);
     /* Right password, both AUTH forms; a failing call's message. */
     for (int i = 0; i < 2; i++) {
-        dlock_info info;
+        dlock_info info = DLOCK_INFO_INIT;
         c = NULL;
         assert_int_equal(dlock_client_open(&c, i ? acl : good, &o), DLOCK_OK);
         dlock_client_info(c, &info);

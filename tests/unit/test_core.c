@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "client.h"
 
 /* ---- backoff ------------------------------------------------------------------ */
 
@@ -277,17 +277,30 @@ static int dummy_release(struct dlock_session *s,
     return DLOCK_ERROR;
 }
 
+static const struct dlock_mode dummy_mode = {
+    .name = "only",
+    .summary = "a dummy mode",
+    .caps = DLOCK_CAP_LEASE,
+    .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),
+    .acquire = dummy_acquire,
+    .renew = dummy_renew,
+    .release = dummy_release,
+};
+static const struct dlock_mode *const dummy_modes[] = {&dummy_mode, NULL};
+
 static void registry__checks_tables(void **state)
 {
     static const char *const aliases[] = {"dummy2", NULL};
     struct dlock_backend b = {
         .version = DLOCK_BACKEND_VERSION, .scheme = "dummy",
-        .aliases = aliases, .open = dummy_open, .close = dummy_close,
-        .acquire = dummy_acquire, .renew = dummy_renew,
-        .release = dummy_release,
+        .aliases = aliases, .modes = dummy_modes, .open = dummy_open,
+        .close = dummy_close,
     };
+    struct dlock_mode bad_mode = dummy_mode;
+    const struct dlock_mode *bad_modes[] = {&bad_mode, NULL};
     static struct dlock_backend kept;
     const char *names[32];
+    char err[256];
     size_t n;
     bool listed = false;
 
@@ -297,10 +310,22 @@ static void registry__checks_tables(void **state)
     assert_int_equal(dlock_backend_register(&b), DLOCK_EINVAL);
     b.version = DLOCK_BACKEND_VERSION + 1;
     assert_int_equal(dlock_backend_register(&b), DLOCK_EINVAL);
+    /* A version 1 table is told to rebuild. */
+    b.version = 1;
+    assert_int_equal(dlock__backend_check(&b, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "rebuild"));
     b.version = DLOCK_BACKEND_VERSION;
-    b.release = NULL;
+    b.modes = NULL;
     assert_int_equal(dlock_backend_register(&b), DLOCK_EINVAL);
-    b.release = dummy_release;
+    b.modes = bad_modes;
+    bad_mode.release = NULL;
+    assert_int_equal(dlock__backend_check(&b, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "release"));
+    bad_mode.release = dummy_release;
+    bad_mode.kinds = DLOCK_KIND_BIT(DLOCK_KIND_SHARED);
+    assert_int_equal(dlock__backend_check(&b, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "exclusive"));
+    b.modes = dummy_modes;
     b.scheme = "file"; /* taken by a built-in */
     assert_int_equal(dlock_backend_register(&b), DLOCK_EINVAL);
     b.scheme = "dummy";
@@ -320,74 +345,131 @@ static void registry__checks_tables(void **state)
                      DLOCK_ECONNECT);
     assert_non_null(strstr(dlock_client_errmsg(c), "dummy: refused"));
     dlock_client_close(c);
+    /* An unknown mode= names the modes there are. */
+    assert_int_equal(dlock_client_open(&c, "dummy://h?mode=nope", NULL),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_client_errmsg(c), "only"));
+    dlock_client_close(c);
 }
 
-/* ---- the vtable's layout is frozen per version ----------------------------- */
+/* The modes of a URI's backend, listed without connecting (a server that
+ * is down still shows what each mode would give). */
+static void registry__modes_without_connecting(void **state)
+{
+    dlock_mode_info m[4] = {DLOCK_MODE_INFO_INIT, DLOCK_MODE_INFO_INIT,
+                            DLOCK_MODE_INFO_INIT, DLOCK_MODE_INFO_INIT};
+    dlock_mode_info old = DLOCK_MODE_INFO_INIT;
+    char err[256] = "";
+    size_t n = 0;
 
-/* A copy of struct dlock_backend as released in version 1. If a slot is
- * inserted mid-struct, or one is retyped, the offsets differ and this test
- * fails: new slots go at the end with a new DLOCK_BACKEND_VERSION. */
-struct backend_v1_frozen {
-    unsigned int version;
-    const char *scheme;
-    const char *const *aliases;
-    const char *const *params;
-    uint32_t caps;
+    (void)state;
+    assert_int_equal(dlock_backend_modes("dummy://127.0.0.1:1", m, 4, &n,
+                                         err, sizeof err),
+                     DLOCK_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(m[0].mode, "only");
+    assert_string_equal(m[0].summary, "a dummy mode");
+    assert_int_equal(m[0].caps, DLOCK_CAP_LEASE);
+    assert_int_equal(m[0].chosen, 1);
+    assert_int_equal(dlock_backend_modes("file:///tmp", m, 4, &n, err,
+                                         sizeof err),
+                     DLOCK_OK);
+    assert_true(n >= 1);
+    assert_int_equal(dlock_backend_modes("nosuch://x", m, 4, &n, err,
+                                         sizeof err),
+                     DLOCK_ENOBACKEND);
+    old.version = 0;
+    assert_int_equal(dlock_backend_modes("file:///tmp", &old, 1, &n, err,
+                                         sizeof err),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(err, "DLOCK_MODE_INFO_INIT"));
+}
+
+/* ---- the tables' layouts are frozen per version ----------------------------- */
+
+/* Copies of the tables as released in version 2. If a slot is inserted
+ * mid-struct, or one is retyped, the offsets differ and this test fails:
+ * new slots go at the end with a new DLOCK_BACKEND_VERSION. */
+struct mode_v2_frozen {
+    const char *name;
     const char *summary;
-    int (*global_init)(void);
-    void (*global_cleanup)(void);
-    int (*thread_init)(void);
-    void (*thread_end)(void);
-    int (*ctx_open)(void **, const struct dlock_uri *, char *, size_t);
-    void (*ctx_close)(void *);
-    int (*open)(struct dlock_session **, const struct dlock_uri *, void *,
-                char *, size_t);
-    void (*close)(struct dlock_session *);
+    uint32_t caps;
+    uint32_t kinds;
+    uint32_t retry_min_ms, retry_max_ms;
     int (*acquire)(struct dlock_session *, const struct dlock_request *,
                    int64_t, struct dlock_grant *, uint32_t *);
-    int (*wait)(struct dlock_session *, const struct dlock_request *,
-                uint32_t);
     int (*renew)(struct dlock_session *, struct dlock_renewal *, size_t);
     int (*release)(struct dlock_session *, const struct dlock_request *,
                    struct dlock_grant *);
+    int (*wait)(struct dlock_session *, const struct dlock_request *,
+                uint32_t);
     int (*inspect)(struct dlock_session *, const char *, size_t,
                    dlock_state *);
     int (*floor)(const struct dlock_uri *, const char *, uint32_t,
                  uint64_t *, char *, size_t);
 };
 
-#define SAME_SLOT(f)                                               \
-    assert_int_equal(offsetof(struct dlock_backend, f),            \
-                     offsetof(struct backend_v1_frozen, f));       \
-    assert_int_equal(sizeof(((struct dlock_backend *)0)->f),       \
-                     sizeof(((struct backend_v1_frozen *)0)->f))
+struct backend_v2_frozen {
+    unsigned int version;
+    const char *scheme;
+    const char *const *aliases;
+    const char *const *params;
+    const char *summary;
+    const struct dlock_mode *const *modes;
+    int (*pick_mode)(const struct dlock_uri *, const struct dlock_mode **,
+                     char *, size_t);
+    int (*global_init)(void);
+    void (*global_cleanup)(void);
+    int (*thread_init)(void);
+    void (*thread_end)(void);
+    int (*ctx_open)(void **, const struct dlock_uri *,
+                    const struct dlock_mode *, char *, size_t);
+    void (*ctx_close)(void *);
+    int (*open)(struct dlock_session **, const struct dlock_uri *, void *,
+                char *, size_t);
+    void (*close)(struct dlock_session *);
+};
 
-static void backend__vtable_v1_layout_frozen(void **state)
+#define SAME_SLOT(T, F, f)                               \
+    assert_int_equal(offsetof(T, f), offsetof(F, f));    \
+    assert_int_equal(sizeof(((T *)0)->f), sizeof(((F *)0)->f))
+#define SAME_B(f) SAME_SLOT(struct dlock_backend, struct backend_v2_frozen, f)
+#define SAME_M(f) SAME_SLOT(struct dlock_mode, struct mode_v2_frozen, f)
+
+static void backend__tables_v2_layout_frozen(void **state)
 {
     (void)state;
-    assert_int_equal(DLOCK_BACKEND_VERSION, 1);
-    SAME_SLOT(version);
-    SAME_SLOT(scheme);
-    SAME_SLOT(aliases);
-    SAME_SLOT(params);
-    SAME_SLOT(caps);
-    SAME_SLOT(summary);
-    SAME_SLOT(global_init);
-    SAME_SLOT(global_cleanup);
-    SAME_SLOT(thread_init);
-    SAME_SLOT(thread_end);
-    SAME_SLOT(ctx_open);
-    SAME_SLOT(ctx_close);
-    SAME_SLOT(open);
-    SAME_SLOT(close);
-    SAME_SLOT(acquire);
-    SAME_SLOT(wait);
-    SAME_SLOT(renew);
-    SAME_SLOT(release);
-    SAME_SLOT(inspect);
-    SAME_SLOT(floor);
+    assert_int_equal(DLOCK_BACKEND_VERSION, 2);
+    SAME_B(version);
+    SAME_B(scheme);
+    SAME_B(aliases);
+    SAME_B(params);
+    SAME_B(summary);
+    SAME_B(modes);
+    SAME_B(pick_mode);
+    SAME_B(global_init);
+    SAME_B(global_cleanup);
+    SAME_B(thread_init);
+    SAME_B(thread_end);
+    SAME_B(ctx_open);
+    SAME_B(ctx_close);
+    SAME_B(open);
+    SAME_B(close);
     assert_int_equal(sizeof(struct dlock_backend),
-                     sizeof(struct backend_v1_frozen));
+                     sizeof(struct backend_v2_frozen));
+    SAME_M(name);
+    SAME_M(summary);
+    SAME_M(caps);
+    SAME_M(kinds);
+    SAME_M(retry_min_ms);
+    SAME_M(retry_max_ms);
+    SAME_M(acquire);
+    SAME_M(renew);
+    SAME_M(release);
+    SAME_M(wait);
+    SAME_M(inspect);
+    SAME_M(floor);
+    assert_int_equal(sizeof(struct dlock_mode), sizeof(struct mode_v2_frozen));
     /* The session header every backend embeds first. */
     assert_int_equal(offsetof(struct dlock_session, backend), 0);
 }
@@ -434,7 +516,7 @@ static void client__default_uri_from_env(void **state)
 {
     char dir[] = "/tmp/dlock-unit-XXXXXX", want[128], run[128];
     dlock_client *c = NULL;
-    dlock_info info;
+    dlock_info info = DLOCK_INFO_INIT;
 
     (void)state;
     assert_non_null(mkdtemp(dir));
@@ -502,7 +584,8 @@ int main(void)
         cmocka_unit_test(util__utf8_validation),
         cmocka_unit_test(util__uuid_is_v4),
         cmocka_unit_test(registry__checks_tables),
-        cmocka_unit_test(backend__vtable_v1_layout_frozen),
+        cmocka_unit_test(backend__tables_v2_layout_frozen),
+        cmocka_unit_test(registry__modes_without_connecting),
         cmocka_unit_test(client__open_errors_are_clear),
         cmocka_unit_test(client__default_uri_from_env),
         cmocka_unit_test(client__duration_parse),

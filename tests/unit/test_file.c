@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "dlock/dlock.h"
+#include "dlock/backend.h" /* dlock_bench_floor */
 
 static char dir[64];
 static char uri[128];
@@ -118,7 +118,7 @@ static void file__inspect_reports_holder(void **state)
 {
     dlock_client *c = NULL;
     dlock_lock *lk;
-    dlock_state st;
+    dlock_state st = DLOCK_STATE_INIT;
 
     (void)state;
     assert_int_equal(dlock_client_open(&c, uri, NULL), DLOCK_OK);
@@ -167,7 +167,7 @@ static void file__release_after_fork_frees(void **state)
 static void file__info_and_floor(void **state)
 {
     dlock_client *c = NULL;
-    dlock_info info;
+    dlock_info info = DLOCK_INFO_INIT;
     uint64_t ns[50];
     char err[256];
 

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "uri.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -279,7 +279,8 @@ static void uri__no_userinfo(void **state)
     assert_null(u->user);
     assert_null(u->password);
     assert_string_equal(u->hosts[0].host, "db.local");
-    assert_int_equal(u->nparams, 1);
+    assert_int_equal(u->nparams, 0); /* mode= is core's */
+    assert_string_equal(u->mode, "lease");
     dlock__uri_free(u);
 }
 
@@ -327,19 +328,18 @@ static void uri__query_decoding(void **state)
         "redis://h?mode=hash&k%3D=a%26b&plus=a+b&flag&empty=&x=1=2");
 
     (void)state;
-    assert_int_equal(u->nparams, 6);
-    assert_string_equal(u->params[0].key, "mode");
-    assert_string_equal(u->params[0].value, "hash");
-    assert_string_equal(u->params[1].key, "k=");
-    assert_string_equal(u->params[1].value, "a&b");
-    assert_string_equal(u->params[2].key, "plus");
-    assert_string_equal(u->params[2].value, "a+b");
-    assert_string_equal(u->params[3].key, "flag");
+    assert_int_equal(u->nparams, 5);
+    assert_string_equal(u->mode, "hash"); /* core's, not a param */
+    assert_string_equal(u->params[0].key, "k=");
+    assert_string_equal(u->params[0].value, "a&b");
+    assert_string_equal(u->params[1].key, "plus");
+    assert_string_equal(u->params[1].value, "a+b");
+    assert_string_equal(u->params[2].key, "flag");
+    assert_string_equal(u->params[2].value, "");
+    assert_string_equal(u->params[3].key, "empty");
     assert_string_equal(u->params[3].value, "");
-    assert_string_equal(u->params[4].key, "empty");
-    assert_string_equal(u->params[4].value, "");
-    assert_string_equal(u->params[5].key, "x");
-    assert_string_equal(u->params[5].value, "1=2");
+    assert_string_equal(u->params[4].key, "x");
+    assert_string_equal(u->params[4].value, "1=2");
     dlock__uri_free(u);
 }
 
@@ -365,9 +365,10 @@ static void uri__common_params_consumed(void **state)
     assert_int_equal(u->retry_min_ms, 10);
     assert_int_equal(u->retry_max_ms, 1500);
     assert_string_equal(u->ns, "app/one");
-    assert_int_equal(u->nparams, 2);
-    assert_string_equal(u->params[0].key, "mode");
-    assert_string_equal(u->params[1].key, "db");
+    assert_int_equal(u->nparams, 1);
+    assert_string_equal(u->mode, "setnx");
+    assert_string_equal(u->params[0].key, "db");
+    assert_null(dlock_uri_param(u, "mode"));
     assert_null(dlock_uri_param(u, "lease"));
     assert_null(dlock_uri_param(u, "namespace"));
     dlock__uri_free(u);
@@ -964,16 +965,16 @@ static void duration__null_arguments(void **state)
 
 static void param__lookup(void **state)
 {
-    struct dlock_uri *u = parse_ok("redis://h?mode=hash&flag&db=");
+    struct dlock_uri *u = parse_ok("redis://h?kind=hash&flag&db=");
 
     (void)state;
-    assert_string_equal(dlock_uri_param(u, "mode"), "hash");
+    assert_string_equal(dlock_uri_param(u, "kind"), "hash");
     assert_string_equal(dlock_uri_param(u, "flag"), "");
     assert_string_equal(dlock_uri_param(u, "db"), "");
-    assert_null(dlock_uri_param(u, "Mode"));
+    assert_null(dlock_uri_param(u, "Kind"));
     assert_null(dlock_uri_param(u, "absent"));
     assert_null(dlock_uri_param(u, NULL));
-    assert_null(dlock_uri_param(NULL, "mode"));
+    assert_null(dlock_uri_param(NULL, "kind"));
     dlock__uri_free(u);
 }
 
@@ -1082,7 +1083,7 @@ static void reader__bool_values(void **state)
 
 static void reader__choice_lists_choices(void **state)
 {
-    struct dlock_uri *u = parse_ok("redis://h?mode=HASH&bad=lua");
+    struct dlock_uri *u = parse_ok("redis://h?kind=HASH&bad=lua");
     static const char *const modes[] = {"setnx", "hash", "redlock", NULL};
     static const char *const none[] = {NULL};
     char err[DLOCK__ERRMSG_MAX];
@@ -1090,7 +1091,7 @@ static void reader__choice_lists_choices(void **state)
 
     (void)state;
     assert_int_equal(
-        dlock_uri_choice(u, "mode", modes, 0, &v, err, sizeof err),
+        dlock_uri_choice(u, "kind", modes, 0, &v, err, sizeof err),
         DLOCK_OK);
     assert_int_equal(v, 1);
     assert_int_equal(
@@ -1180,14 +1181,14 @@ static void check_params__unknown_named(void **state)
 
 static void check_params__none_allowed(void **state)
 {
-    struct dlock_uri *u = parse_ok("file:///tmp/x?mode=1");
-    struct dlock_uri *v = parse_ok("file:///tmp/x?lease=1s");
+    struct dlock_uri *u = parse_ok("file:///tmp/x?kind=1");
+    struct dlock_uri *v = parse_ok("file:///tmp/x?lease=1s&mode=ofd");
     char err[DLOCK__ERRMSG_MAX] = "";
 
     (void)state;
     assert_int_equal(dlock__uri_check_params(u, NULL, err, sizeof err),
                      DLOCK_EINVAL);
-    assert_contains(err, "\"mode\"");
+    assert_contains(err, "\"kind\"");
     assert_contains(err, "file takes none of its own");
     assert_int_equal(dlock__uri_check_params(v, NULL, err, sizeof err),
                      DLOCK_OK);

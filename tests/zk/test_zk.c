@@ -375,7 +375,7 @@ static void zk__fifo_handoff_8_processes(void **state)
     dlock_lock *lk;
     pid_t pids[FIFO_PROCS];
     char path[512], idx[16], got[256] = "", want[256] = "";
-    dlock_state st;
+    dlock_state st = DLOCK_STATE_INIT;
     long before, after;
     int fd, port = zkt_port(base_uri);
 

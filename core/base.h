@@ -1,0 +1,88 @@
+/*
+ * base.h: the bottom layer of core, shared by every other file of it: error
+ * text and redaction (errors.c), clocks, hashing, uuids, randomness and
+ * UTF-8 (util.c), the backoff rule (retry.c), and the messages of
+ * client-wide calls, kept per thread (errors.c). Nothing here calls up.
+ *
+ * core's layers, bottom to top (each file calls only files below it):
+ *
+ *   base.h      errors.c util.c retry.c
+ *   uri.h       uri.c uri_params.c
+ *   registry.h  registry.c            backends by scheme, modes by name
+ *   watch.h     watch.c               epoll over the sessions' sockets
+ *   pool.h      pool.c                sessions: checkout, pins, errors
+ *   held.h      held.c                a held lock's state: lost, in doubt
+ *   watchdog.h  watchdog.c            renewals and the connection watch
+ *   client.h    clientref.c           the client's state and lifetime
+ *   lock.h      lock.c                lock handles: the public lock calls
+ *               client.c              the public client calls (the top)
+ *
+ * Names shared between files carry the dlock__ prefix; nothing of them is
+ * exported from the shared library.
+ */
+#ifndef DLOCK_CORE_BASE_H
+#define DLOCK_CORE_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlock/backend.h"
+
+/* Every message buffer of core: the error path never allocates. */
+#define DLOCK__ERRMSG_MAX 512
+
+/* ---- errors.c ------------------------------------------------------------ */
+
+/* Copy src into dst, replacing every occurrence of secret (if non-empty)
+ * with "***". Always NUL-terminates. */
+void dlock__redact(char *dst, size_t cap, const char *src, const char *secret);
+
+/* "<scheme>: <op> '<name>': <text>" (or without the name) into buf, with
+ * the password masked: the one format of every message dlock reports. */
+void dlock__format_error(char *buf, size_t cap, const char *scheme,
+                         const char *password, const char *op,
+                         const char *name, const char *text);
+
+/*
+ * The calling thread's message for the last client-wide call (open,
+ * lock_new, inspect), tagged with the client it concerns so that
+ * dlock_client_errmsg() of another client reads "". Returns code.
+ */
+int dlock__thread_error(const void *client, int code, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* The buffer of that message, to be filled by a formatter; tags it. */
+char *dlock__thread_errbuf(const void *client, size_t *cap);
+/* The message, or "" when the thread's last failure was another client's. */
+const char *dlock__thread_errmsg(const void *client);
+/* Forget the thread's message (a client-wide call starts, or one is freed). */
+void dlock__thread_error_clear(const void *client);
+
+/* ---- util.c -------------------------------------------------------------- */
+
+/* 36-character RFC 4122 version-4 uuid from the OS random source. */
+int dlock__uuid(char out[37]);
+/* A fast per-thread random number (xorshift seeded from the OS). */
+uint64_t dlock__rand64(void);
+/* 1 if s[0..len) is valid UTF-8 with no NUL; else 0 and *bad = offset. */
+int dlock__utf8_valid(const char *s, size_t len, size_t *bad);
+/* Sleep ms, through interruptions. */
+void dlock__sleep_ms(uint32_t ms);
+
+/* ---- retry.c ------------------------------------------------------------- */
+
+/*
+ * Full-jitter exponential backoff: a random delay in [min_ms, cap] where
+ * cap = min(max_ms, min_ms * 2^attempt). attempt counts from 0.
+ */
+uint32_t dlock__backoff_ms(uint32_t min_ms, uint32_t max_ms, unsigned attempt);
+
+/* Backoff bounds when neither the URI nor the mode says. */
+#define DLOCK__RETRY_MIN_MS 5
+#define DLOCK__RETRY_MAX_MS 500
+
+#endif /* DLOCK_CORE_BASE_H */

@@ -1,0 +1,44 @@
+/*
+ * client.h: a client's state, and its lifetime (clientref.c): a client is
+ * freed when it is closed and its last lock handle is freed. client.c (the
+ * top of core) opens and closes it; lock.c holds a reference per handle.
+ */
+#ifndef DLOCK_CORE_CLIENT_H
+#define DLOCK_CORE_CLIENT_H
+
+#include "registry.h"
+#include "watchdog.h"
+
+struct dlock_lock;
+
+struct dlock_client {
+    atomic_uint refs;          /* the client itself + one per handle */
+    const struct dlock_backend *b;
+    const struct dlock_mode *mode;
+    struct dlock_uri *uri;
+    char uuid[37];
+    atomic_uint_fast64_t next_serial;
+    uint32_t caps;             /* the mode's */
+    uint32_t retry_min_ms, retry_max_ms;
+    dlock_client_options opts;
+    bool global_ref;           /* holds a dlock_global_init() reference */
+    atomic_bool closed;
+
+    struct dlock__watch watch; /* the sessions' sockets */
+    struct dlock__pool pool;   /* the sessions */
+    struct dlock__watchdog wd; /* renewals and the watch's thread */
+
+    pthread_mutex_t hmu;       /* the handle list */
+    size_t nhandles;
+    struct dlock_lock *handles;
+
+    char errmsg[DLOCK__ERRMSG_MAX]; /* why dlock_client_open() failed */
+};
+
+/* A zeroed client with its parts set up, one reference. NULL: no memory. */
+struct dlock_client *dlock__client_new(void);
+void dlock__client_ref(struct dlock_client *c);
+/* Drop a reference; the last frees the client (every session closed). */
+void dlock__client_unref(struct dlock_client *c);
+
+#endif /* DLOCK_CORE_CLIENT_H */

@@ -1,0 +1,185 @@
+/*
+ * held.c: a held lock's state, and every rule on losing it (see held.h).
+ * The watchdog, the connection watch, a manual renewal and a release all
+ * come here to decide and to tell.
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "held.h"
+
+void dlock__held_init(struct dlock__held *h, struct dlock__pool *pool,
+                      const struct dlock_request *req, void *handle,
+                      dlock_lost_fn on_lost, void *payload)
+{
+    memset(h, 0, sizeof *h);
+    h->pool = pool;
+    h->req = req;
+    h->handle = handle;
+    h->on_lost = on_lost;
+    h->payload = payload;
+    h->pin.req = req;
+    atomic_init(&h->pin.watch_fd, -1);
+    atomic_init(&h->state, DLOCK__FREE);
+    atomic_init(&h->expires_ms, 0);
+    atomic_init(&h->confirmed_gen, 0);
+    h->timer.idx = SIZE_MAX;
+    /* Renew at a third of the lease (Redisson's rule): two renewals can
+     * fail before the lease runs out. */
+    h->interval_ms = req->lease_ms / 3 > 0 ? req->lease_ms / 3 : 1;
+}
+
+void dlock__held_attempt(struct dlock__held *h)
+{
+    int64_t now = dlock_now_ms();
+
+    memset(&h->grant, 0, sizeof h->grant);
+    /* The lease counts from before the request is sent: the server's
+     * clock starts later, so ours runs out first [B-BOUND-1]. */
+    h->grant.expires_ms = DLOCK__BOUNDED(h->pool->mode->caps)
+                              ? now + (int64_t)h->req->lease_ms
+                              : INT64_MAX;
+    h->attempt_gen = atomic_load(&h->pool->doubt_gen);
+}
+
+void dlock__held_granted(struct dlock__held *h, struct dlock__sess *ss)
+{
+    if (h->pool->mode->caps & DLOCK_CAP_CONN_BOUND)
+        dlock__pin(ss, &h->pin);
+    atomic_store(&h->expires_ms, h->grant.expires_ms);
+    atomic_store(&h->confirmed_gen, h->attempt_gen);
+    atomic_store(&h->state, DLOCK__HELD);
+}
+
+void dlock__held_renewing(struct dlock__held *h, int64_t start)
+{
+    if (DLOCK__BOUNDED(h->pool->mode->caps))
+        h->grant.expires_ms = start + (int64_t)h->req->lease_ms;
+    h->attempt_gen = atomic_load(&h->pool->doubt_gen);
+}
+
+bool dlock__held_released(struct dlock__held *h)
+{
+    bool was_lost = atomic_load(&h->state) == DLOCK__LOST;
+
+    memset(&h->grant, 0, sizeof h->grant);
+    atomic_store(&h->expires_ms, 0);
+    atomic_store(&h->pin.watch_fd, -1);
+    atomic_store(&h->state, DLOCK__FREE);
+    return was_lost;
+}
+
+bool dlock__held_lose(struct dlock__held *h)
+{
+    int held = DLOCK__HELD;
+
+    return atomic_compare_exchange_strong(&h->state, &held, DLOCK__LOST);
+}
+
+bool dlock__held_renew_result(struct dlock__held *h, int rc, int64_t now)
+{
+    switch ((dlock_error_code)rc) {
+    case DLOCK_OK:
+        /* A renewal confirmed only after our own measure of the lease had
+         * run out (the server was down or paused meanwhile) does not bridge
+         * the gap: for a while nobody could promise the lock was ours, and
+         * another holder may have come and gone. The lock is lost; the
+         * backend's renewal does not resurrect it. */
+        if (now >= atomic_load(&h->expires_ms))
+            return dlock__held_lose(h);
+        atomic_store(&h->expires_ms, h->grant.expires_ms);
+        atomic_store(&h->confirmed_gen, h->attempt_gen);
+        return false;
+    case DLOCK_ELOST:
+    case DLOCK_ENOTOWNER:
+    case DLOCK_ENOTHELD:
+        return dlock__held_lose(h);
+    case DLOCK_ERROR:
+    case DLOCK_EBUSY:
+    case DLOCK_ETIMEDOUT:
+    case DLOCK_ECONNECT:
+    case DLOCK_ENOBACKEND:
+    case DLOCK_EINVAL:
+    case DLOCK_ENOMEM:
+    case DLOCK_EUNSUPPORTED:
+    case DLOCK_ECLOSED:
+        break;
+    }
+    /* In doubt: the lock may still be ours. Keep the old lease end (the
+     * failed call did not extend it) and give up only when it passes. */
+    h->grant.expires_ms = atomic_load(&h->expires_ms);
+    if (now >= h->grant.expires_ms)
+        return dlock__held_lose(h);
+    return false;
+}
+
+void dlock__held_tell_lost(struct dlock__held *h, int rc, const char *detail,
+                           char *why, size_t cap)
+{
+    struct dlock__pool *p = h->pool;
+    const char *name = h->req->name;
+    char text[DLOCK__ERRMSG_MAX];
+
+    if (rc == DLOCK_OK) {
+        /* dlock__held_renew_result: confirmed too late to bridge the gap. */
+        dlock__pool_format(p, why, cap, "renew", name,
+                           "the lease ran out before a renewal got through "
+                           "(the service was slow or unreachable)");
+        rc = DLOCK_ELOST;
+    } else if (rc == DLOCK_ELOST || rc == DLOCK_ENOTOWNER ||
+               rc == DLOCK_ENOTHELD) {
+        if (detail[0] != '\0')
+            snprintf(why, cap, "%s", detail);
+        else
+            dlock__pool_format(p, why, cap, "renew", name,
+                               dlock_strerror(rc));
+    } else {
+        if (detail[0] != '\0') {
+            snprintf(why, cap,
+                     "%s (the lease ran out while renewals kept failing)",
+                     detail);
+        } else {
+            snprintf(text, sizeof text,
+                     "the lease ran out while renewals kept failing (%s)",
+                     dlock_strerror(rc));
+            dlock__pool_format(p, why, cap, "renew", name, text);
+        }
+        rc = DLOCK_ELOST;
+    }
+    dlock__pool_log(p, DLOCK_LOG_WARN, "%s", why);
+    if (h->on_lost != NULL)
+        h->on_lost((dlock_lock *)h->handle, rc, why, h->payload);
+}
+
+bool dlock__held_in_doubt(const struct dlock__held *h)
+{
+    return atomic_load(&((struct dlock__held *)h)->confirmed_gen) !=
+           atomic_load(&h->pool->doubt_gen);
+}
+
+/* Has the connection behind fd ended? One poll() that does not wait, for
+ * hang-up and error only: the watchdog hears of it too, but the caller's
+ * thread may get here first. */
+static bool conn_ended(int fd)
+{
+    struct pollfd p = {fd, POLLRDHUP, 0};
+
+    return poll(&p, 1, 0) > 0 &&
+           (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+int dlock__held_now(const struct dlock__held *h)
+{
+    struct dlock__held *m = (struct dlock__held *)h;
+    int fd;
+
+    if (atomic_load(&m->state) != DLOCK__HELD)
+        return 0;
+    if (dlock_now_ms() >= atomic_load(&m->expires_ms))
+        return 0;
+    if (dlock__held_in_doubt(h))
+        return 0;
+    fd = atomic_load(&m->pin.watch_fd);
+    return fd == -1 || (fd >= 0 && !conn_ended(fd));
+}
