@@ -9,6 +9,8 @@
  * Divisions: faults; the inner backend; the life cycle; the methods; the
  * tables.
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +34,17 @@ struct shim_session {
     struct dlock_session *inner;
     const struct dlock_mode *inner_mode;
     atomic_int in_call; /* [B-SERIAL-1] */
+    int grants;         /* [B-CLOSE-1]: held grants acquired here */
 };
+
+/* [B-PIN-1]: which session each held grant was acquired on. Grants live
+ * in core's lock handles, so their addresses identify them while held. */
+#define PIN_SLOTS 4096
+static pthread_mutex_t pin_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    const struct dlock_grant *grant;
+    const struct shim_session *sess;
+} pins[PIN_SLOTS];
 
 static const char *const shim_params[] = {"inner", NULL};
 extern const struct dlock_backend shim_backend;
@@ -104,6 +116,44 @@ static int leave(struct dlock_session *s, int rc)
 {
     atomic_store(&((struct shim_session *)s)->in_call, 0);
     return rc;
+}
+
+static void pin_note(const struct dlock_grant *g, const struct shim_session *ss)
+{
+    pthread_mutex_lock(&pin_mu);
+    for (size_t i = 0; i < PIN_SLOTS; i++)
+        if (pins[i].grant == NULL || pins[i].grant == g) {
+            pins[i].grant = g;
+            pins[i].sess = ss;
+            break;
+        }
+    pthread_mutex_unlock(&pin_mu);
+}
+
+/* A renewal or release of g on ss: for a conn-bound mode it must be the
+ * session that acquired it. forget: the grant ends (release), and leaves
+ * the session it lived on [B-CLOSE-1]. */
+static void pin_check(const struct dlock_grant *g, struct shim_session *ss,
+                      bool forget)
+{
+    bool conn_bound = (ss->inner_mode->caps & DLOCK_CAP_CONN_BOUND) != 0;
+
+    pthread_mutex_lock(&pin_mu);
+    for (size_t i = 0; i < PIN_SLOTS; i++)
+        if (pins[i].grant == g) {
+            if (conn_bound && pins[i].sess != ss) {
+                atomic_fetch_add(&shim.pin_violations, 1);
+                fprintf(stderr, "shim: [B-PIN-1] broken: a conn-bound grant "
+                                "used on another session\n");
+            }
+            if (forget) {
+                if (conn_bound)
+                    ((struct shim_session *)pins[i].sess)->grants--;
+                pins[i].grant = NULL;
+            }
+            break;
+        }
+    pthread_mutex_unlock(&pin_mu);
 }
 
 /* ---- the inner backend ------------------------------------------------------- */
@@ -243,6 +293,7 @@ static int shim_open(struct dlock_session **out, const struct dlock_uri *uri,
     }
     ss->inner->backend = x->inner;
     ss->inner_mode = x->inner_mode;
+    atomic_fetch_add(&shim.opens, 1);
     atomic_init(&ss->in_call, 0);
     *out = &ss->base;
     return DLOCK_OK;
@@ -253,6 +304,13 @@ static void shim_close(struct dlock_session *s)
     struct shim_session *ss = (struct shim_session *)s;
     struct dlock_session *in = enter(s);
 
+    /* [B-CLOSE-1]: only after every grant on it is released. */
+    if (ss->grants != 0) {
+        atomic_fetch_add(&shim.close_violations, 1);
+        fprintf(stderr, "shim: [B-CLOSE-1] broken: closed with %d grants\n",
+                ss->grants);
+    }
+    atomic_fetch_add(&shim.closes, 1);
     in->backend->close(in);
     free(ss);
 }
@@ -263,10 +321,17 @@ static int shim_acquire(struct dlock_session *s,
                         const struct dlock_request *req, int64_t deadline_ms,
                         struct dlock_grant *grant, uint32_t *retry_ms)
 {
-    const struct dlock_mode *m = ((struct shim_session *)s)->inner_mode;
+    struct shim_session *ss = (struct shim_session *)s;
+    const struct dlock_mode *m = ss->inner_mode;
     struct dlock_session *in = enter(s);
-    int code = fault_now(SHIM_ACQUIRE), v;
+    int code = fault_now(SHIM_ACQUIRE), v, rc;
 
+    /* [B-KIND-1]: core asks only for kinds the mode serves. */
+    if (!(m->kinds & DLOCK_KIND_BIT(req->kind))) {
+        atomic_fetch_add(&shim.kind_violations, 1);
+        fprintf(stderr, "shim: [B-KIND-1] broken: kind %u reached mode %s\n",
+                req->kind, m->name);
+    }
     if (code != 0)
         return leave(s, dlock_session_error(s, code, "injected failure"));
     v = atomic_load(&shim.busy_acquire);
@@ -275,7 +340,13 @@ static int shim_acquire(struct dlock_session *s,
             *retry_ms = (uint32_t)atomic_load(&shim.busy_hint_ms);
             return leave(s, DLOCK_EBUSY);
         }
-    return leave(s, m->acquire(in, req, deadline_ms, grant, retry_ms));
+    rc = m->acquire(in, req, deadline_ms, grant, retry_ms);
+    if (rc == DLOCK_OK) {
+        if (m->caps & DLOCK_CAP_CONN_BOUND)
+            ss->grants++; /* lives on this session [B-CLOSE-1] */
+        pin_note(grant, ss);
+    }
+    return leave(s, rc);
 }
 
 static int shim_wait(struct dlock_session *s, const struct dlock_request *req,
@@ -302,6 +373,8 @@ static int shim_renew(struct dlock_session *s, struct dlock_renewal *items,
     int code, stall, rc;
 
     atomic_store(&shim.in_renew, 1);
+    for (size_t i = 0; i < n; i++)
+        pin_check(items[i].grant, (struct shim_session *)s, false);
     code = fault_now(SHIM_RENEW);
     atomic_fetch_add(&shim.renewed_items, (int)n);
     if ((stall = atomic_load(&shim.stall_renew_ms)) > 0)
@@ -324,6 +397,7 @@ static int shim_release(struct dlock_session *s,
     int code, rc;
 
     atomic_store(&shim.last_release, atomic_fetch_add(&shim.seq, 1) + 1);
+    pin_check(grant, (struct shim_session *)s, true);
     code = fault_now(SHIM_RELEASE);
     /* [B-RELEASE-1]: the inner release runs even when we report a failure,
      * so its grant's state is freed. */

@@ -35,7 +35,13 @@ struct shim_knobs {
     atomic_long last_renew_end; /* seq when the last renew() returned */
     atomic_long last_release;   /* seq when the last release() started */
     atomic_int thread_inits;    /* forwarded thread_init()s */
-    atomic_int serial_violations; /* [B-SERIAL-1]: must stay 0 */
+    atomic_int opens, closes;   /* sessions opened (successfully), closed */
+    /* Core's promises, checked on every call; each must stay 0. */
+    atomic_int serial_violations; /* [B-SERIAL-1] two calls at once */
+    atomic_int close_violations;  /* [B-CLOSE-1] closed twice or with grants */
+    atomic_int pin_violations;    /* [B-PIN-1] a conn-bound grant renewed or
+                                     released on another session */
+    atomic_int kind_violations;   /* [B-KIND-1] a kind the mode lacks */
 };
 
 extern struct shim_knobs shim;

@@ -32,9 +32,14 @@ static int teardown(void **state)
 {
     (void)state;
     dlock_client_close(cl);
-    /* [B-SERIAL-1]: the shim aborts at once on a violation; this is the
-     * record that none happened. */
+    /* Core's promises, checked by the shim on every call of the test:
+     * [B-SERIAL-1] (the shim aborts at once), [B-CLOSE-1] (every session
+     * closed once, none with grants on it), [B-PIN-1], [B-KIND-1]. */
     assert_int_equal(atomic_load(&shim.serial_violations), 0);
+    assert_int_equal(atomic_load(&shim.close_violations), 0);
+    assert_int_equal(atomic_load(&shim.pin_violations), 0);
+    assert_int_equal(atomic_load(&shim.kind_violations), 0);
+    assert_int_equal(atomic_load(&shim.closes), atomic_load(&shim.opens));
     shim_reset();
     return 0;
 }
@@ -80,6 +85,9 @@ static bool lost_seen(void)
 
 /* ---- the retry loop ----------------------------------------------------------- */
 
+/* Each backend call is one attempt, the retries are core's [B-ONCE-1]: two
+ * injected failures cost exactly three calls. The failure reaches the
+ * handle's message with the operation named [B-ERR-1]. */
 static void fault__acquire_retries_connect_errors(void **state)
 {
     dlock_lock *lk = h_lock(cl, h_name("retry"), 0, 0);
