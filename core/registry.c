@@ -374,6 +374,7 @@ int dlock_backend_modes(const char *uri, dlock_mode_info *out, size_t cap,
                                  : "";
             out[i].caps = b->modes[i]->caps;
             out[i].chosen = b->modes[i] == chosen;
+            out[i].backend_summary = b->summary != NULL ? b->summary : "";
         }
     }
     *n = i;

@@ -56,7 +56,8 @@ static int print_modes(const char *uri)
         tool_err("info", "%s", err);
         return rc;
     }
-    printf("modes of %s (* the URI's):\n", m[0].scheme);
+    printf("%s: %s\nmodes (* the URI's):\n", m[0].scheme,
+           m[0].backend_summary);
     for (size_t i = 0; i < n && i < 16; i++) {
         caps_text(m[i].caps, caps, sizeof caps);
         printf("  %s %-14s %s\n  %-16s [%s]\n", m[i].chosen ? "*" : " ",

@@ -144,8 +144,9 @@ struct dlock_request {
     uint64_t serial;       /* the handle's serial within the client */
     uint64_t name_hash;    /* 64 bits of SHA-256(name), for quick compares */
     uint32_t lease_ms;     /* the lease to take or extend */
-    uint32_t flags;        /* DLOCK_LOCK_* and DLOCK_REQ_* */
-    uint32_t kind;         /* DLOCK_KIND_* */
+    uint32_t flags;        /* DLOCK_LOCK_* as given to dlock_lock_new(), and
+                              DLOCK_REQ_*; what is asked is in kind */
+    uint32_t kind;         /* DLOCK_KIND_*: read this, not the flags */
     uint32_t permits;      /* DLOCK_KIND_PERMIT: the most holders; else 1 */
 };
 
@@ -231,7 +232,7 @@ struct dlock_backend {
     const char *const *params;   /* NULL-terminated parameter names this
                                     backend reads besides core's; any other
                                     is an error */
-    const char *summary;  /* one line for `dlock info` */
+    const char *summary;  /* one line on the backend for `dlock info` */
     /* Required. NULL-terminated; modes[0] is the default. */
     const struct dlock_mode *const *modes;
 
@@ -252,7 +253,11 @@ struct dlock_backend {
 
     /* Optional. Per-client state shared by all the client's sessions
      * (a pub/sub connection, a ZooKeeper handle, the parsed URI). Thread-
-     * safety is the backend's job: sessions call into it concurrently. */
+     * safety is the backend's job: sessions call into it concurrently.
+     * mode is the very pointer from modes[] that core picked, so a backend
+     * may embed its struct dlock_mode first in a larger struct of its own
+     * and get back to it. A backend with several modes keeps the mode in
+     * its ctx: open() is not told it again. */
     int (*ctx_open)(void **out, const struct dlock_uri *uri,
                     const struct dlock_mode *mode, char *err, size_t errlen);
     void (*ctx_close)(void *ctx);

@@ -234,13 +234,15 @@ typedef struct {
     unsigned int version; /* DLOCK_MODE_INFO_VERSION: initialise with _INIT */
     const char *scheme;   /* the backend's scheme */
     const char *mode;     /* the mode's name (the value of mode=) */
-    const char *summary;  /* one line */
+    const char *summary;  /* one line on the mode */
     uint32_t caps;        /* DLOCK_CAP_* */
     int chosen;           /* 1 for the mode the URI asks for */
+    const char *backend_summary; /* one line on the backend */
 } dlock_mode_info;
 
 #define DLOCK_MODE_INFO_VERSION 1
-#define DLOCK_MODE_INFO_INIT { DLOCK_MODE_INFO_VERSION, NULL, NULL, NULL, 0, 0 }
+#define DLOCK_MODE_INFO_INIT \
+    { DLOCK_MODE_INFO_VERSION, NULL, NULL, NULL, 0, 0, NULL }
 
 /**
  * The modes of the backend a URI names, without connecting to anything:

@@ -104,40 +104,39 @@ for word in ("redis", "zookeeper", "postgres", "mysql", "hiredis", "libpq"):
 
 # ---- symbols: call graph and exports -------------------------------------
 archive = os.path.join(build, "libdlock.a")
-objs_dir = None
-for d in os.listdir(build):
-    if d.startswith("libdlock.a.p") or (d.startswith("libdlock") and d.endswith(".a.p")):
-        objs_dir = os.path.join(build, d)
-if not os.path.exists(archive) or objs_dir is None:
+if not os.path.exists(archive):
     fail(f"no static library in {build}")
 else:
-    defined, used = {}, {}
-    for o in sorted(os.listdir(objs_dir)):
-        if not o.endswith(".o"):
+    # nm of the archive: a "member.o:" line, then that member's symbols.
+    out = subprocess.run(["nm", archive], capture_output=True, text=True,
+                         check=True).stdout
+    defined, used, member = {}, {}, None
+    for line in out.splitlines():
+        if line.endswith(".o:"):
+            member = line[:-3]  # core_lock.c / backends_redis_conn.c
+            defined[member], used[member] = set(), set()
             continue
-        out = subprocess.run(["nm", os.path.join(objs_dir, o)],
-                             capture_output=True, text=True, check=True).stdout
-        src_name = o[:-2]  # core_lock.c / backends_redis_conn.c
-        defined[src_name] = set()
-        used[src_name] = set()
-        for line in out.splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[1] in "TDBRCGS":
-                defined[src_name].add(parts[2])
-                if not parts[2].startswith("dlock_"):
-                    fail(f"{src_name}: exports {parts[2]} (only dlock_* may "
-                         "be global; make it static or prefix it dlock__)")
-            elif len(parts) == 2 and parts[0] == "U":
-                used[src_name].add(parts[1])
+        parts = line.split()
+        if member is None:
+            continue
+        if len(parts) == 3 and parts[1] in "TDBRCGS":
+            defined[member].add(parts[2])
+            if not parts[2].startswith("dlock_"):
+                fail(f"{member}: exports {parts[2]} (only dlock_* may be "
+                     "global; make it static or prefix it dlock__)")
+        elif len(parts) == 2 and parts[0] == "U":
+            used[member].add(parts[1])
+    if not defined:
+        fail(f"nm found no members in {archive}")
     owner = {}
     for f, syms in defined.items():
-        for s in syms:
-            owner[s] = f
+        for s_ in syms:
+            owner[s_] = f
     for name in groups():
         prefix = name.replace("/", "_") + "_"
         nodes = [f for f in defined if f.startswith(prefix)]
-        graph = {f: {owner[s] for s in used[f]
-                     if s in owner and owner[s] in nodes and owner[s] != f}
+        graph = {f: {owner[s_] for s_ in used[f]
+                     if s_ in owner and owner[s_] in nodes and owner[s_] != f}
                  for f in nodes}
         for c in cycles(graph):
             fail(f"{name}: call cycle " + " -> ".join(c))

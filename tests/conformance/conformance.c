@@ -503,6 +503,9 @@ static void conformance__exec_child_keeps_no_descriptor(void **state)
         _exit(127);
     }
     assert_true(runs(kid, "sleep", 5000));
+    /* sleep opens locale files for a moment after its exec: let it settle
+     * into its sleep, so only inherited descriptors are left. */
+    h_sleep_ms(200);
     n = h_foreign_fds(kid, inherited, ninherited, fds, sizeof fds);
     kill(kid, SIGKILL);
     h_wait(kid);

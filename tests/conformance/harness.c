@@ -407,7 +407,9 @@ int h_foreign_fds(pid_t pid, const int *keep, size_t n, char *out,
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         len = readlink(path, link, sizeof link - 1);
-        link[len > 0 ? len : 0] = '\0';
+        if (len <= 0)
+            continue; /* closed meanwhile: the child's own, short-lived */
+        link[len] = '\0';
         if (used < cap)
             used += (size_t)snprintf(out + used, cap - used, "%ld -> %s\n",
                                      fd, link);
