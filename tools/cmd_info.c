@@ -129,7 +129,10 @@ static int info_run(int argc, char **argv)
 
     rc = dlock_client_open(&c, uri, NULL);
     if (rc != DLOCK_OK) {
-        tool_err("info", "could not connect: %s", dlock_client_errmsg(c));
+        tool_err("info", "%s: %s",
+                 rc == DLOCK_EINVAL ? "the URI is not usable"
+                                    : "could not connect",
+                 dlock_client_errmsg(c));
         dlock_client_close(c);
         return tool_exit_for(rc);
     }

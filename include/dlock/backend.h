@@ -222,6 +222,9 @@ struct dlock_mode {
      * ns_out[i]. */
     int (*floor)(const struct dlock_uri *uri, const char *name, uint32_t n,
                  uint64_t *ns_out, char *err, size_t errlen);
+    /* Optional. The backend's own constants for this mode (its SQL, its
+     * node names...), for methods shared by several modes. */
+    const void *data;
     /* ---- version 2 ends here: append below, then bump the version ---- */
 };
 

@@ -53,7 +53,7 @@ extern const struct dlock_backend shim_backend;
  * inner URI per process, as the fault suite runs. */
 static struct dlock_mode shim_mode;
 static char shim_mode_name[64];
-static const struct dlock_backend *shim_inner_backend;
+static _Atomic(const struct dlock_backend *) shim_inner_backend;
 
 /* ---- faults ----------------------------------------------------------------- */
 
@@ -210,7 +210,7 @@ static int shim_pick_mode(const struct dlock_uri *uri,
     dlock_uri_free(inner);
     if (rc != DLOCK_OK)
         return rc;
-    shim_inner_backend = b;
+    atomic_store(&shim_inner_backend, b);
     snprintf(shim_mode_name, sizeof shim_mode_name, "fault(%s)", m->name);
     shim_mode.name = shim_mode_name;
     shim_mode.summary = "test shim around a real mode";
@@ -226,16 +226,20 @@ static int shim_pick_mode(const struct dlock_uri *uri,
 
 static int shim_thread_init(void)
 {
+    const struct dlock_backend *b = atomic_load(&shim_inner_backend);
+
     atomic_fetch_add(&shim.thread_inits, 1);
-    if (shim_inner_backend != NULL && shim_inner_backend->thread_init != NULL)
-        return shim_inner_backend->thread_init();
+    if (b != NULL && b->thread_init != NULL)
+        return b->thread_init();
     return DLOCK_OK;
 }
 
 static void shim_thread_end(void)
 {
-    if (shim_inner_backend != NULL && shim_inner_backend->thread_end != NULL)
-        shim_inner_backend->thread_end();
+    const struct dlock_backend *b = atomic_load(&shim_inner_backend);
+
+    if (b != NULL && b->thread_end != NULL)
+        b->thread_end();
 }
 
 static int shim_ctx_open(void **out, const struct dlock_uri *uri,

@@ -407,6 +407,7 @@ struct mode_v2_frozen {
                    dlock_state *);
     int (*floor)(const struct dlock_uri *, const char *, uint32_t,
                  uint64_t *, char *, size_t);
+    const void *data;
 };
 
 struct backend_v2_frozen {
@@ -469,6 +470,7 @@ static void backend__tables_v2_layout_frozen(void **state)
     SAME_M(wait);
     SAME_M(inspect);
     SAME_M(floor);
+    SAME_M(data);
     assert_int_equal(sizeof(struct dlock_mode), sizeof(struct mode_v2_frozen));
     /* The session header every backend embeds first. */
     assert_int_equal(offsetof(struct dlock_session, backend), 0);
