@@ -243,33 +243,42 @@ static int conf_parse(struct redis_conf *cf, const struct dlock_uri *u,
 enum { SC_ACQUIRE = 0, SC_RELEASE = 1, SC_RENEW = 2, SC_COUNT = 3 };
 
 /*
- * The fencing counter starts from the server's clock in microseconds the
- * first time it is created, and counts up by one per grant from there.
- * A counter that is lost (a restart without persistence, an eviction, a
- * failover to a replica that had not seen it) is created again from the
- * clock, which is past every token handed out before as long as grants
- * came slower than one per microsecond and the server's clock did not
- * step back: so tokens keep growing across a data loss instead of
- * restarting at 1.
+ * Every grant's token is max(counter + 1, the server's clock in
+ * microseconds), and the counter is set to it. Both halves matter:
+ *   - the counter alone would start again at 1 after it is lost (a restart
+ *     without persistence, an eviction, a failover to a replica that had
+ *     not seen it), and would go back to an old value when the server
+ *     restarts from an RDB snapshot taken before the last grants;
+ *   - the clock alone would repeat or go back when the server's clock is
+ *     set back.
+ * So tokens grow across a data loss as long as grants come slower than one
+ * per microsecond (each is a round trip) and the clock did not step back,
+ * and across a clock step as long as the counter was kept.
+ * Leaves the token in the local `fence`.
  */
 #define FENCE_NEXT                                                          \
-    "if redis.call('exists', KEYS[2]) == 0 then "                           \
-    "  local t = redis.call('time') "                                      \
-    "  redis.call('set', KEYS[2], t[1] .. string.format('%06d', "          \
-    "tonumber(t[2]))) "                                                    \
+    "local t = redis.call('time') "                                        \
+    "local now = t[1] .. string.format('%06d', tonumber(t[2])) "           \
+    "local fence = redis.call('incr', KEYS[2]) "                           \
+    "if fence < tonumber(now) then "                                       \
+    "  redis.call('set', KEYS[2], now) "                                   \
+    "  fence = tonumber(now) "                                             \
     "end "
 
 /* setnx. KEYS: lock, fence. ARGV: owner, lease ms.
- * -> {1, fence} granted, {0, pttl} busy. A key already ours is the
- * attempt before this one whose reply was lost: granted again. */
+ * -> {1, fence} granted, {0, pttl} busy. A key already ours is an earlier
+ * grant of this handle that the server still has: the attempt before this
+ * one whose reply was lost, or a release that ended in doubt and never
+ * reached the server. It is granted again, with a new token: every grant
+ * gets a token above every earlier one, and a lost reply only skips one. */
 static const char sc_setnx_acquire[] =
-    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then "
-    FENCE_NEXT
-    "  return {1, redis.call('incr', KEYS[2])} "
+    "local ours = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) "
+    "if not ours and redis.call('get', KEYS[1]) == ARGV[1] then "
+    "  ours = redis.call('pexpire', KEYS[1], ARGV[2]) "
     "end "
-    "if redis.call('get', KEYS[1]) == ARGV[1] then "
-    "  redis.call('pexpire', KEYS[1], ARGV[2]) "
-    "  return {1, tonumber(redis.call('get', KEYS[2]) or '0')} "
+    "if ours then "
+    FENCE_NEXT
+    "  return {1, fence} "
     "end "
     "return {0, redis.call('pttl', KEYS[1])}";
 
@@ -294,17 +303,16 @@ static const char sc_setnx_renew[] =
 /* hash (Redisson RLock + RFencedLock's token). KEYS: name, token.
  * ARGV: lease ms, field. -> {1, token} or {0, pttl}. dlock never asks
  * the server twice for one holding (core counts reentrant levels), so a
- * field already ours is a retry of a lost reply and is not counted up. */
+ * field already ours is an earlier grant the server still has (a lost
+ * reply, a release in doubt): its count stays 1, and, as in RFencedLock,
+ * the token grows with every grant. */
 static const char sc_hash_acquire[] =
-    "if redis.call('exists', KEYS[1]) == 0 then "
-    "  redis.call('hincrby', KEYS[1], ARGV[2], 1) "
+    "local held = redis.call('exists', KEYS[1]) == 1 "
+    "if not held or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
+    "  if not held then redis.call('hincrby', KEYS[1], ARGV[2], 1) end "
     "  redis.call('pexpire', KEYS[1], ARGV[1]) "
     FENCE_NEXT
-    "  return {1, redis.call('incr', KEYS[2])} "
-    "end "
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
-    "  redis.call('pexpire', KEYS[1], ARGV[1]) "
-    "  return {1, tonumber(redis.call('get', KEYS[2]) or '0')} "
+    "  return {1, fence} "
     "end "
     "return {0, redis.call('pttl', KEYS[1])}";
 

@@ -828,6 +828,51 @@ static void faults__wait_sees_release_after_attempt(void **state)
     dlock__uri_free(u);
 }
 
+/*
+ * Fences strictly increase per grant, also when a release ended in doubt
+ * and the same handle takes the lock again. The release must time out
+ * without reaching the server, so that the key is still the handle's when
+ * it acquires again: CLIENT PAUSE WRITE holds the release script back in
+ * the server, and the client's timeout closes the connection, after which
+ * Redis drops the held-back command (a SIGSTOPped server would run it on
+ * SIGCONT: the bytes are in its socket). Before the fix the re-grant
+ * handed back the fence of the grant before.
+ */
+static void faults__fence_grows_after_release_in_doubt(void **state)
+{
+    static const char *const modes[] = {"mode=setnx&timeout=300ms",
+                                        "mode=hash&timeout=300ms"};
+    redisContext *rc = raw();
+
+    (void)state;
+    for (size_t m = 0; m < 2; m++) {
+        dlock_client *c = h_client(h_uri_with(modes[m]));
+        dlock_lock *lk = new_lock(c, h_name("doubt"), 30000, NULL, NULL);
+        uint64_t f1, f2;
+        int rrc;
+
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+        f1 = dlock_fence(lk);
+        freeReplyObject(rcmd(rc, "CLIENT PAUSE 3000 WRITE"));
+        rrc = dlock_release(lk);
+        fprintf(stderr, "  %s: release: %d %s\n", modes[m], rrc,
+                dlock_lock_errmsg(lk));
+        assert_int_equal(rrc, DLOCK_ECONNECT);
+        h_sleep_ms(100); /* the server sees the connection closed */
+        freeReplyObject(rcmd(rc, "CLIENT UNPAUSE"));
+        /* The key is still ours: the release never ran. */
+        assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+        f2 = dlock_fence(lk);
+        fprintf(stderr, "  %s: fence %llu, then %llu\n", modes[m],
+                (unsigned long long)f1, (unsigned long long)f2);
+        assert_true(f2 > f1);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        dlock_lock_free(lk);
+        dlock_client_close(c);
+    }
+    redisFree(rc);
+}
+
 /* Every parameter is checked, and the message names it. */
 static void faults__bad_uris_name_the_parameter(void **state)
 {
@@ -1070,6 +1115,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(faults__password_never_in_messages),
         cmocka_unit_test(faults__paused_and_stopped_server_time_out),
         cmocka_unit_test(faults__server_restart_survived_by_waiter),
+        cmocka_unit_test(faults__fence_grows_after_release_in_doubt),
     };
     const struct CMUnitTest redlock[] = {
         cmocka_unit_test(redlock__acquires_with_two_stopped),
