@@ -12,6 +12,7 @@
  * and the bench floor.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +132,14 @@ void dlock__sess_begin(struct dlock__sess *ss, const char *op,
         buf[0] = '\0';
 }
 
+/* A backend's open() may call dlock_session_watch() before the session
+ * is core's (s->core is set after open() returns): the call is kept here,
+ * on the thread running open(), and applied once it has returned. */
+static _Thread_local struct {
+    struct dlock_session *s;
+    int fd;
+} opening;
+
 /* Open a new session; called without c->mu. */
 static struct dlock__sess *sess_open(struct dlock_client *c, char *errbuf,
                                      size_t errcap, int *rc)
@@ -145,6 +154,8 @@ static struct dlock__sess *sess_open(struct dlock_client *c, char *errbuf,
         return NULL;
     }
     text[0] = '\0';
+    opening.s = NULL;
+    opening.fd = -1;
     *rc = c->b->open(&s, c->uri, c->ctx, text, sizeof text);
     if (*rc == DLOCK_OK && (s == NULL || s->backend != c->b))
         *rc = dlock_errorf(text, sizeof text, DLOCK_ERROR,
@@ -159,13 +170,46 @@ static struct dlock__sess *sess_open(struct dlock_client *c, char *errbuf,
     s->core = ss;
     ss->s = s;
     ss->c = c;
+    ss->watch_fd = -1;
+    pthread_mutex_lock(&c->mu);
+    ss->id = ++c->next_sess_id;
+    pthread_mutex_unlock(&c->mu);
+    if (opening.s != NULL && opening.fd >= 0) /* s, or a wrapped one */
+        dlock__wd_watch(c, ss, opening.fd);
+    opening.s = NULL;
     return ss;
 }
 
 static void sess_close(struct dlock__sess *ss)
 {
+    /* Stop watching before the backend closes the descriptor, whose
+     * number may be reused at once. */
+    dlock__wd_watch(ss->c, ss, -1);
     ss->c->b->close(ss->s);
     free(ss);
+}
+
+void dlock_session_watch(struct dlock_session *s, int fd)
+{
+    struct dlock__sess *ss;
+
+    if (s == NULL)
+        return;
+    if ((ss = s->core) == NULL) {
+        opening.s = s; /* inside open(): sess_open() applies it */
+        opening.fd = fd;
+        return;
+    }
+    dlock__wd_watch(ss->c, ss, fd);
+}
+
+int dlock_fd_cloexec(int fd)
+{
+    int flags = fcntl(fd, F_GETFD);
+
+    if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0)
+        return DLOCK_ERROR;
+    return DLOCK_OK;
 }
 
 /* Unlink ss from the pool; call with c->mu held. */
@@ -212,9 +256,22 @@ struct dlock__sess *dlock__checkout(struct dlock_client *c,
                                     const struct dlock_request *req,
                                     char *errbuf, size_t errcap, int *rc)
 {
-    struct dlock__sess *ss, *best = NULL;
+    struct dlock__sess *ss, *best = NULL, *dead = NULL, **p;
 
     pthread_mutex_lock(&c->mu);
+    /* Idle sessions the watchdog found broken (their connection ended
+     * while they sat in the pool) are closed, below, without the mutex. */
+    for (p = &c->sessions; (ss = *p) != NULL;) {
+        if (ss->broken && !ss->busy && ss->npinned == 0) {
+            *p = ss->next;
+            c->nsessions--;
+            c->nidle--;
+            ss->next = dead;
+            dead = ss;
+        } else {
+            p = &ss->next;
+        }
+    }
     /* Prefer a session without grants: it keeps pinned ones free for
      * their holders' renewals and releases. */
     for (ss = c->sessions; ss != NULL; ss = ss->next) {
@@ -229,11 +286,16 @@ struct dlock__sess *dlock__checkout(struct dlock_client *c,
         best->busy = true;
         if (best->npinned == 0)
             c->nidle--;
-        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    while ((ss = dead) != NULL) {
+        dead = ss->next;
+        sess_close(ss);
+    }
+    if (best != NULL) {
         *rc = DLOCK_OK;
         return best;
     }
-    pthread_mutex_unlock(&c->mu);
 
     ss = sess_open(c, errbuf, errcap, rc);
     if (ss == NULL)
@@ -418,6 +480,7 @@ int dlock_client_open(dlock_client **out, const char *uri,
         return DLOCK_ENOMEM;
     atomic_init(&c->refs, 1);
     atomic_init(&c->next_serial, 1);
+    atomic_init(&c->doubt_gen, 0);
     atomic_init(&c->closed, false);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->idle, NULL);
@@ -452,10 +515,7 @@ static void client_free(struct dlock_client *c)
     }
     if (c->ctx != NULL)
         c->b->ctx_close(c->ctx);
-    dlock__heap_free(&c->wd.heap);
-    pthread_mutex_destroy(&c->wd.mu);
-    pthread_cond_destroy(&c->wd.cv);
-    pthread_cond_destroy(&c->wd.done);
+    dlock__wd_free(&c->wd);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->idle);
     dlock__uri_free(c->uri);

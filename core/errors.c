@@ -61,6 +61,10 @@ static const struct {
      "nothing can take it while the holder lives; no renewal traffic"},
     {DLOCK_CAP_BATCH_RENEW, "batch-renew",
      "renewals of many locks go out in one round trip"},
+    {DLOCK_CAP_SERVER_TIMEOUT, "server-timeout",
+     "the server ends a session silent for longer than its lease, freeing "
+     "its locks; the holder stops believing it holds a lease after its last "
+     "confirmed round trip"},
 };
 
 const char *dlock_cap_name(uint32_t bit)

@@ -107,8 +107,11 @@ struct dlock__sess {
     struct dlock_session *s;
     struct dlock_client *c;
     struct dlock__sess *next;
+    uint64_t id;              /* unique in the client: the epoll key */
+    int watch_fd;             /* dlock_session_watch()'s, -1 if none */
     bool busy;                /* checked out by one caller */
-    bool broken;              /* a call said DLOCK_ECONNECT */
+    bool broken;              /* a call said DLOCK_ECONNECT, or the watched
+                                 connection ended */
     size_t npinned;           /* conn-bound grants living on it */
     struct dlock_lock *pinned; /* their handles, via pin_next */
     /* Where dlock_session_error() writes during the current call. */
@@ -120,11 +123,12 @@ struct dlock__sess {
 
 struct dlock__watchdog {
     pthread_mutex_t mu;
-    pthread_cond_t cv;   /* wakes the thread: new earlier timer, stop */
     pthread_cond_t done; /* a renewal finished: release may go on */
     struct dlock__heap heap;
     pthread_t thread;
     bool started, stop;
+    int epfd;   /* watched connections and wakefd; -1 until first needed */
+    int wakefd; /* eventfd: a new earlier timer, stop */
     int64_t sleeping_until; /* the thread's wake-up, INT64_MAX if none */
     char errmsg[DLOCK__ERRMSG_MAX];
 };
@@ -146,6 +150,11 @@ struct dlock_client {
     pthread_cond_t idle;       /* a session was checked in */
     struct dlock__sess *sessions;
     size_t nsessions, nidle;
+    uint64_t next_sess_id;
+    /* Bumped when a watched connection of a client without
+     * DLOCK_CAP_CONN_BOUND ends: a lock whose last confirmation saw an
+     * older value is in doubt [B-WATCH-1]. */
+    atomic_uint_fast64_t doubt_gen;
     size_t nhandles;
     struct dlock_lock *handles;
     atomic_bool closed;
@@ -193,6 +202,13 @@ void dlock__format_error(struct dlock_client *c, char *buf, size_t cap,
 
 enum dlock__state { DLOCK__FREE = 0, DLOCK__HELD, DLOCK__LOST };
 
+#define DLOCK__FD_GONE (-2)
+
+/* Do grants of this client count a lease from each confirmed request
+ * [B-BOUND-1]? */
+#define DLOCK__BOUNDED(caps) \
+    (((caps) & (DLOCK_CAP_LEASE | DLOCK_CAP_SERVER_TIMEOUT)) != 0)
+
 struct dlock_lock {
     struct dlock_client *c;
     struct dlock_request req;
@@ -208,11 +224,20 @@ struct dlock_lock {
     struct dlock_lock *pin_next;  /* in pin->pinned */
     atomic_int state;             /* enum dlock__state */
     atomic_int_fast64_t expires_ms; /* the lease end, for dlock_held() */
+    /* c->doubt_gen when the last confirmed request was sent. */
+    atomic_uint_fast64_t confirmed_gen;
+    uint64_t attempt_gen;         /* c->doubt_gen when this one was sent */
+    /* Conn-bound: the socket of the session holding it (dlock_held()
+     * polls it), -1 when not watched, DLOCK__FD_GONE once it ended. */
+    atomic_int watch_fd;
 
     /* Watchdog fields, under c->wd.mu. */
     struct dlock__timer timer;
     uint32_t interval_ms;         /* renew this often */
     bool renewing;                /* the thread is using this handle */
+    bool watched;                 /* granted and not yet cancelled: the
+                                     thread may touch this handle */
+    struct dlock_lock *lost_next; /* the thread's list of locks to tell */
 
     struct dlock_lock *next, *prev; /* c->handles */
     char errmsg[DLOCK__ERRMSG_MAX];
@@ -224,15 +249,24 @@ int dlock__lock_drop(struct dlock_lock *lk);
 /* ---- watchdog.c ----------------------------------------------------------- */
 
 void dlock__wd_init(struct dlock__watchdog *wd);
-/* Queue the first renewal of a newly held lock (starts the thread). */
-int dlock__wd_schedule(struct dlock_client *c, struct dlock_lock *lk);
-/* Take the lock off the queue, waiting for a renewal in flight. After this
- * the watchdog does not touch lk. */
+/* A lock was granted on ss: let the watchdog see it (its connection's end,
+ * and, when queue is true, its renewals), starting the thread if needed. */
+int dlock__wd_schedule(struct dlock_client *c, struct dlock_lock *lk,
+                       struct dlock__sess *ss, bool queue);
+/* Take the lock off the queue, waiting for a renewal or a loss report in
+ * flight. After this the watchdog does not touch lk. */
 void dlock__wd_cancel(struct dlock_client *c, struct dlock_lock *lk);
 /* Stop and join the thread; no timers may be queued. */
 void dlock__wd_stop(struct dlock_client *c);
+/* Free what dlock__wd_init() and the thread made (after dlock__wd_stop). */
+void dlock__wd_free(struct dlock__watchdog *wd);
+/* Start or stop watching the connection of ss (dlock_session_watch). */
+void dlock__wd_watch(struct dlock_client *c, struct dlock__sess *ss, int fd);
 /* Apply a renewal's result to lk: used by the watchdog and dlock_renew().
- * Returns true when the lock is now lost. */
+ * Returns true when this call found the lock lost (exactly once per
+ * holding, so on_lost runs once). */
 bool dlock__renew_result(struct dlock_lock *lk, int rc, int64_t now);
+/* HELD -> LOST, once: true for the caller that made the change. */
+bool dlock__lock_lose(struct dlock_lock *lk);
 
 #endif /* DLOCK_CORE_INTERNAL_H */

@@ -8,6 +8,7 @@
  * in the handle, and the watchdog's heap has room reserved per handle.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,8 @@ int dlock_lock_new(dlock_lock **out, dlock_client *c, const char *name,
     lk->timer.idx = SIZE_MAX;
     atomic_init(&lk->state, DLOCK__FREE);
     atomic_init(&lk->expires_ms, 0);
+    atomic_init(&lk->confirmed_gen, 0);
+    atomic_init(&lk->watch_fd, -1);
     /* Renew at a third of the lease (Redisson's rule): two renewals can
      * fail before the lease runs out. */
     lk->interval_ms = lk->req.lease_ms / 3 > 0 ? lk->req.lease_ms / 3 : 1;
@@ -173,10 +176,12 @@ void dlock_lock_free(dlock_lock *lk)
 
 /* ---- acquire ---------------------------------------------------------------- */
 
-/* The lock was granted on ss: record it, pin it, start renewing it. */
+/* The lock was granted on ss: record it, pin it, start renewing it, and
+ * let the watchdog see its connection. */
 static void lock_granted(struct dlock_lock *lk, struct dlock__sess *ss)
 {
     struct dlock_client *c = lk->c;
+    bool watched = false;
 
     if (c->caps & DLOCK_CAP_CONN_BOUND) {
         pthread_mutex_lock(&c->mu);
@@ -184,13 +189,20 @@ static void lock_granted(struct dlock_lock *lk, struct dlock__sess *ss)
         lk->pin_next = ss->pinned;
         ss->pinned = lk;
         ss->npinned++;
+        /* A connection that ended right after the grant's reply was
+         * already taken off the watch: then the grant is gone with it. */
+        atomic_store(&lk->watch_fd, ss->watch_fd >= 0 ? ss->watch_fd
+                                    : ss->broken      ? DLOCK__FD_GONE
+                                                      : -1);
+        watched = ss->watch_fd >= 0;
         pthread_mutex_unlock(&c->mu);
     }
     lk->depth = 1;
     atomic_store(&lk->expires_ms, lk->grant.expires_ms);
+    atomic_store(&lk->confirmed_gen, lk->attempt_gen);
     atomic_store(&lk->state, DLOCK__HELD);
-    if (uses_watchdog(lk))
-        dlock__wd_schedule(c, lk);
+    if (uses_watchdog(lk) || watched)
+        dlock__wd_schedule(c, lk, ss, uses_watchdog(lk));
 }
 
 static void unpin(struct dlock_lock *lk)
@@ -221,10 +233,11 @@ static int attempt(struct dlock_lock *lk, struct dlock__sess *ss,
 
     memset(&lk->grant, 0, sizeof lk->grant);
     /* The lease counts from before the request is sent: the server's
-     * clock starts later, so ours runs out first. */
-    lk->grant.expires_ms = (c->caps & DLOCK_CAP_LEASE)
+     * clock starts later, so ours runs out first [B-BOUND-1]. */
+    lk->grant.expires_ms = DLOCK__BOUNDED(c->caps)
                                ? now + (int64_t)lk->req.lease_ms
                                : INT64_MAX;
+    lk->attempt_gen = atomic_load(&c->doubt_gen);
     *hint = 0;
     dlock__sess_begin(ss, "acquire", lk->name, lk->errmsg,
                       sizeof lk->errmsg);
@@ -375,9 +388,13 @@ int dlock__lock_drop(struct dlock_lock *lk)
     int rc;
 
     /* [B-RELEASE-1] and core's promise to users: the renewal is cancelled
-     * before the release is sent, so it cannot resurrect the lock. */
-    if (uses_watchdog(lk))
-        dlock__wd_cancel(c, lk);
+     * before the release is sent, so it cannot resurrect the lock; and no
+     * loss report runs after this point. */
+    dlock__wd_cancel(c, lk);
+    /* The connection that held a conn-bound lock has ended: the server has
+     * freed it, whatever the release below says. */
+    if (atomic_load(&lk->watch_fd) == DLOCK__FD_GONE)
+        dlock__lock_lose(lk);
     ss = dlock__checkout_grant(c, lk->pin, lk->errmsg, sizeof lk->errmsg,
                                &rc);
     if (ss != NULL) {
@@ -391,6 +408,7 @@ int dlock__lock_drop(struct dlock_lock *lk)
     lk->depth = 0;
     memset(&lk->grant, 0, sizeof lk->grant);
     atomic_store(&lk->expires_ms, 0);
+    atomic_store(&lk->watch_fd, -1);
     atomic_store(&lk->state, DLOCK__FREE);
     if (was_lost) {
         lk->errmsg[0] = '\0';
@@ -437,16 +455,16 @@ int dlock_renew(dlock_lock *lk)
     if (c->caps & DLOCK_CAP_NO_RENEW)
         return DLOCK_OK;
     /* Keep the watchdog off this handle while we renew it ourselves. */
-    if (uses_watchdog(lk))
-        dlock__wd_cancel(c, lk);
+    dlock__wd_cancel(c, lk);
     ss = dlock__checkout_grant(c, lk->pin, lk->errmsg, sizeof lk->errmsg,
                                &rc);
     if (ss != NULL) {
         start = dlock_now_ms();
+        lk->attempt_gen = atomic_load(&c->doubt_gen);
         item.req = &lk->req;
         item.grant = &lk->grant;
         item.result = DLOCK_ERROR;
-        if (c->caps & DLOCK_CAP_LEASE)
+        if (DLOCK__BOUNDED(c->caps))
             lk->grant.expires_ms = start + (int64_t)lk->req.lease_ms;
         dlock__sess_begin(ss, "renew", lk->name, lk->errmsg,
                           sizeof lk->errmsg);
@@ -467,18 +485,39 @@ int dlock_renew(dlock_lock *lk)
         if (lk->on_lost != NULL)
             lk->on_lost(lk, rc, lk->errmsg, lk->payload);
     }
-    if (atomic_load(&lk->state) == DLOCK__HELD && uses_watchdog(lk))
-        dlock__wd_schedule(c, lk);
+    if (atomic_load(&lk->state) == DLOCK__HELD &&
+        (uses_watchdog(lk) || atomic_load(&lk->watch_fd) >= 0))
+        dlock__wd_schedule(c, lk, lk->pin, uses_watchdog(lk));
     return lock_result(lk, rc, "renew");
 }
 
 /* ---- accessors ---------------------------------------------------------------- */
 
+/* Has the connection behind fd ended? One poll() that does not wait,
+ * for hang-up and error only: the watchdog hears of it too, but this
+ * thread may get here first. */
+static bool conn_ended(int fd)
+{
+    struct pollfd p = {fd, POLLRDHUP, 0};
+
+    return poll(&p, 1, 0) > 0 &&
+           (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
 int dlock_held(const dlock_lock *lk)
 {
-    if (lk == NULL || atomic_load(&((dlock_lock *)lk)->state) != DLOCK__HELD)
+    dlock_lock *l = (dlock_lock *)lk;
+    int fd;
+
+    if (l == NULL || atomic_load(&l->state) != DLOCK__HELD)
         return 0;
-    return dlock_now_ms() < atomic_load(&((dlock_lock *)lk)->expires_ms);
+    if (dlock_now_ms() >= atomic_load(&l->expires_ms))
+        return 0;
+    /* In doubt since a connection of the client ended [B-WATCH-1]. */
+    if (atomic_load(&l->confirmed_gen) != atomic_load(&l->c->doubt_gen))
+        return 0;
+    fd = atomic_load(&l->watch_fd);
+    return fd == -1 || (fd >= 0 && !conn_ended(fd));
 }
 
 uint64_t dlock_fence(const dlock_lock *lk)

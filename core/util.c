@@ -27,6 +27,14 @@ uint64_t dlock_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint32_t dlock_server_timeout_ms(uint32_t lease_ms)
+{
+    uint64_t margin = lease_ms / 10 > 500 ? lease_ms / 10 : 500;
+    uint64_t t = (uint64_t)lease_ms + margin;
+
+    return t > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)t;
+}
+
 void dlock_sha256(uint8_t out[32], const void *data, size_t len)
 {
     struct sha256_ctx ctx;

@@ -1,29 +1,50 @@
 /*
- * watchdog.c: one thread per client that keeps held locks alive.
+ * watchdog.c: one thread per client that keeps held locks alive and
+ * watches the connections that hold them.
  *
- * Each held lock (unless its backend says DLOCK_CAP_NO_RENEW or its handle
- * opted out) sits in a min-heap of timers due at a third of its lease. When
- * the earliest is due, the thread takes every lock due now or within a
- * quarter interval more (so locks taken close together share round trips),
- * groups them by session (a connection-bound lock must be renewed on its
- * own session), and sends each group as one renew() call, which backends
- * pipeline. A lock whose renewal says it is gone, or whose lease runs out
- * while renewals keep failing, is marked lost and its on_lost callback runs.
+ * Renewals. Each held lock (unless its backend says DLOCK_CAP_NO_RENEW or
+ * its handle opted out) sits in a min-heap of timers due at a third of its
+ * lease. When the earliest is due, the thread takes every lock due now or
+ * within a quarter interval more (so locks taken close together share
+ * round trips), groups them by session (a connection-bound lock must be
+ * renewed on its own session), and sends each group as one renew() call,
+ * which backends pipeline. A lock whose renewal says it is gone, or whose
+ * lease runs out while renewals keep failing, is marked lost and its
+ * on_lost callback runs.
  *
- * Release cancels a lock's timer under the watchdog's mutex and waits for a
- * renewal in flight to finish, so a renewal never follows a release.
+ * Connections [B-WATCH-1]. Backends register the socket of each session
+ * with dlock_session_watch(); the thread sleeps in epoll_wait() on all of
+ * them (for hang-up and error only, never for data, so the calls that use
+ * the sockets meanwhile are not disturbed) and on an eventfd that wakes it
+ * for an earlier timer or a stop. When a watched connection ends, its
+ * session is marked broken; with DLOCK_CAP_CONN_BOUND the locks pinned to
+ * it are lost at once (their on_lost runs here); otherwise every lock of
+ * the client is put in doubt (c->doubt_gen) and renewed at once, so a
+ * server that restarted and forgot them is found out within a round trip.
  *
- * Costs: O(log n) per schedule and cancel; one wake-up per batch. Locks of
- * equal leases taken together stay together, so 10 000 locks renew in about
- * 10 000 / BATCH_MAX round trips per interval.
+ * Release cancels a lock's timer under the watchdog's mutex and waits for
+ * a renewal or loss report in flight to finish, so a renewal never follows
+ * a release and no callback runs after it.
  *
- * Divisions: the heap; the thread; scheduling and cancelling.
+ * Costs: O(log n) per schedule and cancel; one wake-up per batch; nothing
+ * per call for watching (epoll registration happens when a session
+ * connects). Locks of equal leases taken together stay together, so 10 000
+ * locks renew in about 10 000 / BATCH_MAX round trips per interval.
+ *
+ * Lock order: c->wd.mu before c->mu, never the other way.
+ *
+ * Divisions: the heap; the outcome of a renewal; watching connections; the
+ * thread; scheduling and cancelling.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -31,6 +52,15 @@
 #define BATCH_MAX 512
 /* After a failed renewal, retry this often (bounded by the interval). */
 #define RETRY_FLOOR_MS 50
+/* A lock in doubt [B-WATCH-1] is retried this often: its holder cannot
+ * use it until a renewal gets through. */
+#define DOUBT_RETRY_MS 100
+/* Connection events read per epoll_wait(). */
+#define EVENTS_MAX 16
+/* epoll key of the eventfd; sessions count from 1. */
+#define WAKE_KEY 0
+/* Without memory for a batch, try again this much later. */
+#define NOMEM_RETRY_MS 100
 
 #define TIMER_LOCK(t) \
     ((struct dlock_lock *)((char *)(t) - offsetof(struct dlock_lock, timer)))
@@ -131,6 +161,13 @@ void dlock__heap_free(struct dlock__heap *h)
 
 /* ---- the outcome of a renewal ------------------------------------------------ */
 
+bool dlock__lock_lose(struct dlock_lock *lk)
+{
+    int held = DLOCK__HELD;
+
+    return atomic_compare_exchange_strong(&lk->state, &held, DLOCK__LOST);
+}
+
 bool dlock__renew_result(struct dlock_lock *lk, int rc, int64_t now)
 {
     switch ((dlock_error_code)rc) {
@@ -140,17 +177,15 @@ bool dlock__renew_result(struct dlock_lock *lk, int rc, int64_t now)
          * the gap: for a while nobody could promise the lock was ours, and
          * another holder may have come and gone. The lock is lost; the
          * backend's renewal does not resurrect it. */
-        if (now >= atomic_load(&lk->expires_ms)) {
-            atomic_store(&lk->state, DLOCK__LOST);
-            return true;
-        }
+        if (now >= atomic_load(&lk->expires_ms))
+            return dlock__lock_lose(lk);
         atomic_store(&lk->expires_ms, lk->grant.expires_ms);
+        atomic_store(&lk->confirmed_gen, lk->attempt_gen);
         return false;
     case DLOCK_ELOST:
     case DLOCK_ENOTOWNER:
     case DLOCK_ENOTHELD:
-        atomic_store(&lk->state, DLOCK__LOST);
-        return true;
+        return dlock__lock_lose(lk);
     case DLOCK_ERROR:
     case DLOCK_EBUSY:
     case DLOCK_ETIMEDOUT:
@@ -165,53 +200,9 @@ bool dlock__renew_result(struct dlock_lock *lk, int rc, int64_t now)
     /* In doubt: the lock may still be ours. Keep the old lease end (the
      * failed call did not extend it) and give up only when it passes. */
     lk->grant.expires_ms = atomic_load(&lk->expires_ms);
-    if (now >= lk->grant.expires_ms) {
-        atomic_store(&lk->state, DLOCK__LOST);
-        return true;
-    }
+    if (now >= lk->grant.expires_ms)
+        return dlock__lock_lose(lk);
     return false;
-}
-
-/* ---- the thread ---------------------------------------------------------------- */
-
-static int by_pin(const void *a, const void *b)
-{
-    uintptr_t pa = (uintptr_t)(*(struct dlock_lock *const *)a)->pin;
-    uintptr_t pb = (uintptr_t)(*(struct dlock_lock *const *)b)->pin;
-    return pa < pb ? -1 : pa > pb;
-}
-
-/* Renew locks[0..n), all pinned to the same session (or none). */
-static void renew_group(struct dlock_client *c, struct dlock_lock **locks,
-                        size_t n, struct dlock_renewal *items, int *rcs)
-{
-    struct dlock__watchdog *wd = &c->wd;
-    struct dlock__sess *ss;
-    int64_t start;
-    int rc;
-
-    ss = dlock__checkout_grant(c, locks[0]->pin, wd->errmsg,
-                               sizeof wd->errmsg, &rc);
-    if (ss == NULL) {
-        for (size_t i = 0; i < n; i++)
-            rcs[i] = rc;
-        return;
-    }
-    start = dlock_now_ms();
-    for (size_t i = 0; i < n; i++) {
-        struct dlock_lock *lk = locks[i];
-        if (c->caps & DLOCK_CAP_LEASE)
-            lk->grant.expires_ms = start + (int64_t)lk->req.lease_ms;
-        items[i].req = &lk->req;
-        items[i].grant = &lk->grant;
-        items[i].result = DLOCK_ERROR;
-    }
-    dlock__sess_begin(ss, "renew", n == 1 ? locks[0]->name : NULL,
-                      wd->errmsg, sizeof wd->errmsg);
-    rc = c->b->renew(ss->s, items, n);
-    for (size_t i = 0; i < n; i++)
-        rcs[i] = rc == DLOCK_OK ? items[i].result : rc;
-    dlock__checkin(ss, rc);
 }
 
 /* Run the handle's on_lost (on this thread) and log the loss. detail is
@@ -253,6 +244,215 @@ static void tell_lost(struct dlock_client *c, struct dlock_lock *lk, int rc,
         lk->on_lost(lk, rc, why, lk->payload);
 }
 
+/* ---- watching connections ----------------------------------------------------- */
+
+static void wd_wake(struct dlock__watchdog *wd)
+{
+    uint64_t one = 1;
+
+    if (wd->wakefd >= 0 && write(wd->wakefd, &one, sizeof one) < 0) {
+        /* Full (it never is: the thread drains it) or closed at stop. */
+    }
+}
+
+/* The epoll and wake descriptors, made on first need. Under wd->mu. */
+static int wd_fds(struct dlock__watchdog *wd)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = WAKE_KEY};
+
+    if (wd->epfd >= 0)
+        return DLOCK_OK;
+    wd->epfd = epoll_create1(EPOLL_CLOEXEC);
+    wd->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wd->epfd < 0 || wd->wakefd < 0 ||
+        epoll_ctl(wd->epfd, EPOLL_CTL_ADD, wd->wakefd, &ev) != 0) {
+        if (wd->epfd >= 0)
+            close(wd->epfd);
+        if (wd->wakefd >= 0)
+            close(wd->wakefd);
+        wd->epfd = wd->wakefd = -1;
+        return DLOCK_ENOMEM;
+    }
+    return DLOCK_OK;
+}
+
+static void *wd_main(void *arg);
+
+/* Start the thread if it is not running. Under wd->mu. */
+static int wd_start(struct dlock_client *c)
+{
+    struct dlock__watchdog *wd = &c->wd;
+
+    if (wd->started || wd->stop)
+        return DLOCK_OK;
+    if (wd_fds(wd) != DLOCK_OK ||
+        pthread_create(&wd->thread, NULL, wd_main, c) != 0)
+        return DLOCK_ENOMEM;
+    wd->started = true;
+    return DLOCK_OK;
+}
+
+/* The conn-bound locks pinned to ss lose their connection: dlock_held()
+ * says no from now on. Those the thread may touch are queued on *tell (the
+ * thread runs their on_lost); their renewals are cancelled. Under wd->mu
+ * and c->mu. */
+static void pins_gone(struct dlock__watchdog *wd, struct dlock__sess *ss,
+                      struct dlock_lock **tell)
+{
+    for (struct dlock_lock *lk = ss->pinned; lk != NULL; lk = lk->pin_next) {
+        atomic_store(&lk->watch_fd, DLOCK__FD_GONE);
+        if (tell == NULL || !lk->watched || lk->renewing ||
+            atomic_load(&lk->state) != DLOCK__HELD)
+            continue;
+        if (lk->timer.idx != SIZE_MAX)
+            dlock__heap_remove(&wd->heap, &lk->timer);
+        lk->renewing = true; /* a release waits until we have told it */
+        lk->lost_next = *tell;
+        *tell = lk;
+    }
+}
+
+void dlock__wd_watch(struct dlock_client *c, struct dlock__sess *ss, int fd)
+{
+    struct dlock__watchdog *wd = &c->wd;
+    struct epoll_event ev = {.events = EPOLLRDHUP | EPOLLONESHOT};
+    bool ok = true;
+
+    pthread_mutex_lock(&wd->mu);
+    if (fd >= 0 && (wd_fds(wd) != DLOCK_OK || wd_start(c) != DLOCK_OK))
+        ok = false; /* no watching: renewals still find a dead connection */
+    pthread_mutex_lock(&c->mu);
+    if (ss->watch_fd >= 0 && ss->watch_fd != fd && wd->epfd >= 0)
+        (void)epoll_ctl(wd->epfd, EPOLL_CTL_DEL, ss->watch_fd, NULL);
+    if (ss->watch_fd != fd && ss->npinned > 0 &&
+        (c->caps & DLOCK_CAP_CONN_BOUND)) {
+        /* The connection holding these locks is being replaced or closed
+         * by the backend: they are gone with it. Their next renewal, due
+         * now, reports it on the watchdog thread. */
+        pins_gone(wd, ss, NULL);
+        for (struct dlock_lock *lk = ss->pinned; lk != NULL;
+             lk = lk->pin_next)
+            if (lk->timer.idx != SIZE_MAX) {
+                dlock__heap_remove(&wd->heap, &lk->timer);
+                lk->timer.due = dlock_now_ms();
+                dlock__heap_push(&wd->heap, &lk->timer);
+            }
+        wd_wake(wd);
+    }
+    ss->watch_fd = -1;
+    if (ok && fd >= 0) {
+        ev.data.u64 = ss->id;
+        if (epoll_ctl(wd->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ||
+            (errno == EEXIST &&
+             epoll_ctl(wd->epfd, EPOLL_CTL_MOD, fd, &ev) == 0))
+            ss->watch_fd = fd;
+    }
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&wd->mu);
+}
+
+/*
+ * The connection of session `id` ended. Mark the session broken, and
+ * either lose its conn-bound locks (queued on *tell) or put every lock of
+ * the client in doubt and make all renewals due now. Under wd->mu.
+ */
+static void conn_ended(struct dlock_client *c, uint64_t id, int64_t now,
+                       struct dlock_lock **tell)
+{
+    struct dlock__watchdog *wd = &c->wd;
+    struct dlock__sess *ss;
+
+    pthread_mutex_lock(&c->mu);
+    for (ss = c->sessions; ss != NULL && ss->id != id; ss = ss->next)
+        ;
+    if (ss == NULL || ss->watch_fd < 0) {
+        pthread_mutex_unlock(&c->mu); /* closed meanwhile */
+        return;
+    }
+    (void)epoll_ctl(wd->epfd, EPOLL_CTL_DEL, ss->watch_fd, NULL);
+    ss->watch_fd = -1;
+    ss->broken = true;
+    if (c->caps & DLOCK_CAP_CONN_BOUND) {
+        pins_gone(wd, ss, tell);
+    } else {
+        atomic_fetch_add(&c->doubt_gen, 1);
+        /* Equal keys keep the heap in order. */
+        for (size_t i = 0; i < wd->heap.n; i++)
+            wd->heap.v[i]->due = now;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Tell the locks conn_ended() queued that they are lost. Called with
+ * wd->mu held; drops it meanwhile. */
+static void tell_gone(struct dlock_client *c, struct dlock_lock *tell)
+{
+    struct dlock__watchdog *wd = &c->wd;
+    struct dlock_lock *lk;
+
+    if (tell == NULL)
+        return;
+    pthread_mutex_unlock(&wd->mu);
+    for (lk = tell; lk != NULL; lk = lk->lost_next) {
+        char why[DLOCK__ERRMSG_MAX];
+        if (!dlock__lock_lose(lk))
+            continue;
+        dlock__format_error(c, why, sizeof why, "watch", lk->name,
+                            "the connection holding the lock ended; the "
+                            "server has freed it");
+        tell_lost(c, lk, DLOCK_ELOST, why);
+    }
+    pthread_mutex_lock(&wd->mu);
+    for (lk = tell; lk != NULL; lk = lk->lost_next)
+        lk->renewing = false;
+    pthread_cond_broadcast(&wd->done);
+}
+
+/* ---- the thread ---------------------------------------------------------------- */
+
+static int by_pin(const void *a, const void *b)
+{
+    uintptr_t pa = (uintptr_t)(*(struct dlock_lock *const *)a)->pin;
+    uintptr_t pb = (uintptr_t)(*(struct dlock_lock *const *)b)->pin;
+    return pa < pb ? -1 : pa > pb;
+}
+
+/* Renew locks[0..n), all pinned to the same session (or none). */
+static void renew_group(struct dlock_client *c, struct dlock_lock **locks,
+                        size_t n, struct dlock_renewal *items, int *rcs)
+{
+    struct dlock__watchdog *wd = &c->wd;
+    struct dlock__sess *ss;
+    uint64_t gen;
+    int64_t start;
+    int rc;
+
+    ss = dlock__checkout_grant(c, locks[0]->pin, wd->errmsg,
+                               sizeof wd->errmsg, &rc);
+    if (ss == NULL) {
+        for (size_t i = 0; i < n; i++)
+            rcs[i] = rc;
+        return;
+    }
+    gen = atomic_load(&c->doubt_gen);
+    start = dlock_now_ms();
+    for (size_t i = 0; i < n; i++) {
+        struct dlock_lock *lk = locks[i];
+        if (DLOCK__BOUNDED(c->caps))
+            lk->grant.expires_ms = start + (int64_t)lk->req.lease_ms;
+        lk->attempt_gen = gen;
+        items[i].req = &lk->req;
+        items[i].grant = &lk->grant;
+        items[i].result = DLOCK_ERROR;
+    }
+    dlock__sess_begin(ss, "renew", n == 1 ? locks[0]->name : NULL,
+                      wd->errmsg, sizeof wd->errmsg);
+    rc = c->b->renew(ss->s, items, n);
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = rc == DLOCK_OK ? items[i].result : rc;
+    dlock__checkin(ss, rc);
+}
+
 /* Take what is due, renew it outside the mutex, and file the results.
  * Called and returns with wd->mu held. */
 static void run_batch(struct dlock_client *c, int64_t now,
@@ -268,6 +468,8 @@ static void run_batch(struct dlock_client *c, int64_t now,
         if (t->due > now + (int64_t)(lk->interval_ms / 4))
             break;
         dlock__heap_remove(&wd->heap, t);
+        if (atomic_load(&lk->state) != DLOCK__HELD)
+            continue; /* lost locks are not renewed again */
         lk->renewing = true;
         locks[n++] = lk;
     }
@@ -291,14 +493,18 @@ static void run_batch(struct dlock_client *c, int64_t now,
     now = dlock_now_ms();
     for (i = 0; i < n; i++) {
         struct dlock_lock *lk = locks[i];
-        if (atomic_load(&lk->state) == DLOCK__LOST)
-            continue; /* lost locks are not renewed again */
+        if (atomic_load(&lk->state) != DLOCK__HELD)
+            continue;
         if (rcs[i] == DLOCK_OK) {
             lk->timer.due = now + lk->interval_ms;
         } else {
             uint32_t retry = lk->interval_ms / 4;
             if (retry < RETRY_FLOOR_MS)
                 retry = RETRY_FLOOR_MS;
+            if (atomic_load(&lk->confirmed_gen) !=
+                    atomic_load(&c->doubt_gen) &&
+                retry > DOUBT_RETRY_MS)
+                retry = DOUBT_RETRY_MS;
             if (retry > lk->interval_ms)
                 retry = lk->interval_ms;
             lk->timer.due = now + retry;
@@ -310,6 +516,38 @@ static void run_batch(struct dlock_client *c, int64_t now,
     for (i = 0; i < n; i++)
         locks[i]->renewing = false;
     pthread_cond_broadcast(&wd->done);
+}
+
+/* Sleep until the next timer, a wake-up or a connection event; handle
+ * the events. Called and returns with wd->mu held. */
+static void wd_wait(struct dlock_client *c, int64_t until)
+{
+    struct dlock__watchdog *wd = &c->wd;
+    struct epoll_event ev[EVENTS_MAX];
+    struct dlock_lock *tell = NULL;
+    int64_t now = dlock_now_ms();
+    int timeout = -1, n;
+
+    if (until != INT64_MAX)
+        timeout = until - now > INT_MAX ? INT_MAX
+                  : until > now         ? (int)(until - now)
+                                        : 0;
+    wd->sleeping_until = until;
+    pthread_mutex_unlock(&wd->mu);
+    n = epoll_wait(wd->epfd, ev, EVENTS_MAX, timeout);
+    pthread_mutex_lock(&wd->mu);
+    wd->sleeping_until = now = dlock_now_ms();
+    for (int i = 0; i < n; i++) {
+        if (ev[i].data.u64 == WAKE_KEY) {
+            uint64_t drained;
+            if (read(wd->wakefd, &drained, sizeof drained) < 0) {
+                /* EAGAIN: another wake-up took it. */
+            }
+        } else {
+            conn_ended(c, ev[i].data.u64, now, &tell);
+        }
+    }
+    tell_gone(c, tell);
 }
 
 static void *wd_main(void *arg)
@@ -327,23 +565,12 @@ static void *wd_main(void *arg)
         struct dlock__timer *t = dlock__heap_top(&wd->heap);
         int64_t now = dlock_now_ms();
 
-        if (t == NULL) {
-            wd->sleeping_until = INT64_MAX;
-            pthread_cond_wait(&wd->cv, &wd->mu);
-        } else if (t->due > now) {
-            struct timespec ts = {(time_t)(t->due / 1000),
-                                  (long)(t->due % 1000) * 1000000L};
-            wd->sleeping_until = t->due;
-            pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
-        } else if (locks == NULL || items == NULL || rcs == NULL) {
-            /* No memory for a batch: try again shortly. */
-            struct timespec ts = {(time_t)((now + 100) / 1000),
-                                  (long)((now + 100) % 1000) * 1000000L};
-            pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
-        } else {
-            wd->sleeping_until = now;
+        if (t == NULL || t->due > now)
+            wd_wait(c, t != NULL ? t->due : INT64_MAX);
+        else if (locks == NULL || items == NULL || rcs == NULL)
+            wd_wait(c, now + NOMEM_RETRY_MS);
+        else
             run_batch(c, now, locks, items, rcs);
-        }
     }
     pthread_mutex_unlock(&wd->mu);
     if (c->b->thread_end != NULL)
@@ -358,38 +585,39 @@ static void *wd_main(void *arg)
 
 void dlock__wd_init(struct dlock__watchdog *wd)
 {
-    pthread_condattr_t attr;
-
     memset(wd, 0, sizeof *wd);
     pthread_mutex_init(&wd->mu, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&wd->cv, &attr);
-    pthread_condattr_destroy(&attr);
     pthread_cond_init(&wd->done, NULL);
+    wd->epfd = wd->wakefd = -1;
     wd->sleeping_until = INT64_MAX;
 }
 
-int dlock__wd_schedule(struct dlock_client *c, struct dlock_lock *lk)
+int dlock__wd_schedule(struct dlock_client *c, struct dlock_lock *lk,
+                       struct dlock__sess *ss, bool queue)
 {
     struct dlock__watchdog *wd = &c->wd;
     int rc = DLOCK_OK;
 
+    (void)ss;
     pthread_mutex_lock(&wd->mu);
-    if (!wd->started && !wd->stop) {
-        if (pthread_create(&wd->thread, NULL, wd_main, c) != 0) {
-            pthread_mutex_unlock(&wd->mu);
-            return DLOCK_ENOMEM;
-        }
-        wd->started = true;
+    if ((rc = wd_start(c)) != DLOCK_OK) {
+        pthread_mutex_unlock(&wd->mu);
+        return rc;
     }
-    lk->timer.due = dlock_now_ms() + lk->interval_ms;
-    if (lk->timer.idx == SIZE_MAX)
-        rc = dlock__heap_push(&wd->heap, &lk->timer);
-    /* Wake the thread only if this timer is earlier than its sleep: locks
-     * of one lease are scheduled in order, so this is rare. */
-    if (lk->timer.due < wd->sleeping_until)
-        pthread_cond_signal(&wd->cv);
+    lk->watched = true;
+    if (queue) {
+        lk->timer.due = dlock_now_ms() + lk->interval_ms;
+        /* Its connection ended between the grant and now: renew (and so
+         * find it lost) at once. */
+        if (atomic_load(&lk->watch_fd) == DLOCK__FD_GONE)
+            lk->timer.due = dlock_now_ms();
+        if (lk->timer.idx == SIZE_MAX)
+            rc = dlock__heap_push(&wd->heap, &lk->timer);
+        /* Wake the thread only if this timer is earlier than its sleep:
+         * locks of one lease are scheduled in order, so this is rare. */
+        if (lk->timer.due < wd->sleeping_until)
+            wd_wake(wd);
+    }
     pthread_mutex_unlock(&wd->mu);
     return rc;
 }
@@ -403,6 +631,7 @@ void dlock__wd_cancel(struct dlock_client *c, struct dlock_lock *lk)
         pthread_cond_wait(&wd->done, &wd->mu);
     if (lk->timer.idx != SIZE_MAX)
         dlock__heap_remove(&wd->heap, &lk->timer);
+    lk->watched = false;
     pthread_mutex_unlock(&wd->mu);
 }
 
@@ -414,8 +643,20 @@ void dlock__wd_stop(struct dlock_client *c)
     pthread_mutex_lock(&wd->mu);
     wd->stop = true;
     started = wd->started;
-    pthread_cond_signal(&wd->cv);
+    wd_wake(wd);
     pthread_mutex_unlock(&wd->mu);
     if (started)
         pthread_join(wd->thread, NULL);
+}
+
+void dlock__wd_free(struct dlock__watchdog *wd)
+{
+    if (wd->epfd >= 0)
+        close(wd->epfd);
+    if (wd->wakefd >= 0)
+        close(wd->wakefd);
+    wd->epfd = wd->wakefd = -1;
+    dlock__heap_free(&wd->heap);
+    pthread_mutex_destroy(&wd->mu);
+    pthread_cond_destroy(&wd->done);
 }

@@ -16,8 +16,51 @@ static void info_help(void)
            "Print this build's version and backends, then connect to URI "
            "(default:\n$DLOCK_URI, else file://) and print what its backend "
            "and mode really give:\nlease or connection-bound, waiting, "
-           "fairness, shared mode, fencing...\n"
+           "fairness, shared mode, fencing..., and its\nheld window: how "
+           "long a holder cut off from the service may believe it holds.\n"
            "\nexit status: 0; 64 bad URI; 69 cannot connect.\n");
+}
+
+/*
+ * How long a holder may believe it holds after losing touch with the lock
+ * service, and when the service frees the lock: the safety window of the
+ * mode, from its capabilities (docs/tradeoffs.md has the measured times).
+ */
+static void print_window(const dlock_info *info)
+{
+    uint32_t caps = info->caps;
+
+    printf("held window:\n");
+    if ((caps & DLOCK_CAP_CONN_BOUND) && (caps & DLOCK_CAP_SERVER_TIMEOUT)) {
+        printf("  the lock lives in one connection. The holder stops "
+               "believing it holds the\n  moment that connection ends "
+               "(its socket is watched), and in any case %" PRIu32 " ms\n"
+               "  (the lease) after its last confirmed round trip; the "
+               "server frees the locks\n  of a connection that closes at "
+               "once, and of one silent for longer than the\n  lease plus "
+               "a margin (a tenth, at least 500 ms) by ending it.\n",
+               info->lease_ms);
+    } else if ((caps & DLOCK_CAP_CONN_BOUND) &&
+               (caps & DLOCK_CAP_SURVIVES_RECONNECT)) {
+        printf("  the lock lives in a session that survives reconnects. "
+               "The server expires the\n  session after its timeout "
+               "without heartbeats; the holder believes it holds only\n"
+               "  until that timeout after the server last answered.\n");
+    } else if (caps & DLOCK_CAP_CONN_BOUND) {
+        printf("  the lock lives as long as the holder's process: nobody "
+               "else can take it\n  while that process lives, however "
+               "long it pauses; it is freed the moment the\n  process "
+               "dies.\n");
+    } else if (caps & DLOCK_CAP_LEASE) {
+        printf("  a lease of %" PRIu32 " ms: the server frees it when it "
+               "runs out unrenewed; the holder\n  believes it holds only "
+               "until the lease after its last confirmed request, and\n"
+               "  while a connection it watches has just dropped, until a "
+               "renewal confirms it.\n",
+               info->lease_ms);
+    } else {
+        printf("  no bound: the lock is held until it is released.\n");
+    }
 }
 
 static int info_run(int argc, char **argv)
@@ -57,6 +100,7 @@ static int info_run(int argc, char **argv)
          bit <<= 1)
         printf("  %-3s %-19s %s\n", (info.caps & bit) ? "yes" : "no",
                dlock_cap_name(bit), dlock_cap_text(bit));
+    print_window(&info);
     dlock_client_close(c);
     return 0;
 }

@@ -129,10 +129,12 @@ static const char *const my_ssl_names[] = {"off", "require", "verify", NULL};
 static const uint32_t my_caps[] = {
     [MODE_INSERT] = DLOCK_CAP_LEASE | DLOCK_CAP_FENCING |
                     DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW,
-    [MODE_FOR_UPDATE] = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SESSION_PER_LOCK |
-                        DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FENCING,
-    [MODE_GET_LOCK] = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_NATIVE_WAIT |
-                      DLOCK_CAP_FENCING | DLOCK_CAP_BATCH_RENEW,
+    [MODE_FOR_UPDATE] = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
+                        DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT |
+                        DLOCK_CAP_FENCING,
+    [MODE_GET_LOCK] = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
+                      DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FENCING |
+                      DLOCK_CAP_BATCH_RENEW,
 };
 
 static const char *const my_params[] = {"mode", "table", "ssl", "ssl_ca",
@@ -176,6 +178,7 @@ struct my_ctx {
     unsigned int port;
     unsigned int io_s;   /* connect, read and write timeouts, seconds */
     int64_t io_ms;       /* the same in milliseconds */
+    uint32_t lease_ms;   /* lease=: what a new session's wait_timeout covers */
     char table[MY_TABLE_MAX + 1];
     char *ns;            /* namespace=, a prefix of every name */
     size_t ns_len;
@@ -196,6 +199,8 @@ struct my_session {
     struct my_ctx *x;
     struct my_conn conn;
     long lock_wait_s; /* for_update: the session's innodb_lock_wait_timeout */
+    uint32_t covered_ms; /* conn-bound: the lease wait_timeout covers */
+    size_t ngrants;      /* conn-bound: locks held on this connection */
 };
 
 static int my_utf8_valid(const char *s, size_t len)
@@ -351,6 +356,7 @@ static int my_ctx_new(struct my_ctx **out, const struct dlock_uri *uri,
     if (x->io_s == 0)
         x->io_s = 1;
     x->io_ms = (int64_t)x->io_s * 1000;
+    x->lease_ms = uri->lease_ms;
     snprintf(x->table, sizeof x->table, "%s", table);
     x->host = my_strdup(uri->hosts[0].host);
     x->user = my_strdup(uri->user);
@@ -625,6 +631,9 @@ static unsigned my_connect(struct my_conn *c, const struct my_ctx *x,
         c->broken = true;
         return c->err;
     }
+    /* Connector/C opens its socket without close-on-exec [B-EXEC-1]. */
+    if (mysql_get_socket(c->db) >= 0)
+        dlock_fd_cloexec((int)mysql_get_socket(c->db));
     /*
      * Connector/C 3.3 refuses a server without TLS only when it is to
      * verify the certificate; with ssl=require alone it goes on in the
@@ -1157,6 +1166,35 @@ static int ins_inspect(struct my_session *ms, const uint8_t key[MY_KEY_LEN],
     return DLOCK_OK;
 }
 
+/* ---- the connection-bound modes' silence limit ---------------------------- */
+
+/*
+ * [B-BOUND-1] The server ends a connection-bound session (and frees its
+ * GET_LOCKs, rolls back its FOR UPDATE) once it has been silent for
+ * wait_timeout seconds, which must exceed the longest lease of its locks
+ * plus a margin: core stops believing a lease after the last confirmed
+ * round trip, and renews (pings) every third of it. Raised when a longer
+ * lease comes; with no lock held it follows the new one exactly. One round
+ * trip, only when it changes.
+ */
+static unsigned my_cover_lease(struct my_session *ms, uint32_t lease_ms,
+                               bool holds)
+{
+    uint32_t limit = dlock_server_timeout_ms(lease_ms);
+    char q[80];
+    int n;
+
+    if (ms->x->mode == MODE_INSERT || lease_ms == ms->covered_ms ||
+        (holds && lease_ms < ms->covered_ms))
+        return 0;
+    n = snprintf(q, sizeof q, "SET SESSION wait_timeout = %u",
+                 (limit + 999) / 1000);
+    if (mysql_real_query(ms->conn.db, q, (unsigned long)n) != 0)
+        return my_db_note(&ms->conn);
+    ms->covered_ms = lease_ms;
+    return 0;
+}
+
 /* ---- mode for_update ----------------------------------------------------- */
 
 /*
@@ -1508,6 +1546,16 @@ static int my_open(struct dlock_session **out, const struct dlock_uri *uri,
     }
     ms->x = x;
     ms->lock_wait_s = 0;
+    if ((e = my_cover_lease(ms, x->lease_ms, false)) != 0) {
+        int rc = dlock_errorf(err, errlen, DLOCK_ECONNECT,
+                              "set wait_timeout: %s (%u)", ms->conn.msg, e);
+        my_conn_close(&ms->conn);
+        free(ms);
+        return rc;
+    }
+    /* Connection-bound modes: the locks end with this socket; insert: a
+     * dropped connection is noticed before the next call [B-WATCH-1]. */
+    dlock_session_watch(&ms->base, (int)mysql_get_socket(ms->conn.db));
     ms->base.backend = &dlock__backend_mysql;
     ms->base.caps = my_caps[x->mode];
     ms->base.mode = my_mode_names[x->mode];
@@ -1523,6 +1571,7 @@ static void my_close(struct dlock_session *s)
 {
     struct my_session *ms = (struct my_session *)s;
 
+    dlock_session_watch(s, -1);
     my_conn_close(&ms->conn);
     free(ms);
 }
@@ -1532,19 +1581,26 @@ static int my_acquire(struct dlock_session *s, const struct dlock_request *req,
                       uint32_t *retry_ms)
 {
     struct my_session *ms = (struct my_session *)s;
+    int rc = DLOCK_ERROR;
 
     if (ms->conn.broken)
         return dlock_session_error(s, DLOCK_ECONNECT, "connection broken: %s",
                                    ms->conn.msg);
+    if (my_cover_lease(ms, req->lease_ms, ms->ngrants > 0) != 0)
+        return my_fail(ms, &ms->conn, "set wait_timeout");
     switch (ms->x->mode) {
     case MODE_INSERT:
         return ins_acquire(ms, req, grant);
     case MODE_FOR_UPDATE:
-        return fu_acquire(ms, req, deadline_ms, grant, retry_ms);
+        rc = fu_acquire(ms, req, deadline_ms, grant, retry_ms);
+        break;
     case MODE_GET_LOCK:
-        return gl_acquire(ms, req, deadline_ms, grant, retry_ms);
+        rc = gl_acquire(ms, req, deadline_ms, grant, retry_ms);
+        break;
     }
-    return DLOCK_ERROR;
+    if (rc == DLOCK_OK)
+        ms->ngrants++;
+    return rc;
 }
 
 /* A connection-bound lock lives as long as its connection: one ping
@@ -1586,6 +1642,8 @@ static int my_release(struct dlock_session *s, const struct dlock_request *req,
     struct my_session *ms = (struct my_session *)s;
 
     (void)grant;
+    if (ms->x->mode != MODE_INSERT && ms->ngrants > 0)
+        ms->ngrants--;
     switch (ms->x->mode) {
     case MODE_INSERT:
         if (ms->conn.broken)

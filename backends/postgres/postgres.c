@@ -60,26 +60,41 @@ extern const struct dlock_backend dlock__backend_postgres;
 #define PG_DDL_KEY "1684828003, 1801741420"
 
 #define CAPS_ADVISORY                                                       \
-    (DLOCK_CAP_CONN_BOUND | DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |        \
-     DLOCK_CAP_SHARED | DLOCK_CAP_FENCING | DLOCK_CAP_BATCH_RENEW)
-#define CAPS_TX                                                             \
-    (DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SESSION_PER_LOCK |                    \
+    (DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |                      \
      DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR | DLOCK_CAP_SHARED |            \
-     DLOCK_CAP_FENCING)
+     DLOCK_CAP_FENCING | DLOCK_CAP_BATCH_RENEW)
+#define CAPS_TX                                                             \
+    (DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |                      \
+     DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |  \
+     DLOCK_CAP_SHARED | DLOCK_CAP_FENCING)
 #define CAPS_LEASE                                                          \
     (DLOCK_CAP_LEASE | DLOCK_CAP_NOTIFY | DLOCK_CAP_FENCING |               \
      DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW)
 
-/* Statements shared by several modes. */
+/*
+ * Statements shared by several modes.
+ *
+ * The connection-bound modes bound how long a holder cut off from the
+ * server may believe it holds [B-BOUND-1]: the server ends a session
+ * silent for longer than dlock_server_timeout_ms(lease) (idle_session_
+ * timeout for advisory's idle session, idle_in_transaction_session_timeout
+ * for the open transaction of the other two), and core stops believing a
+ * lease after the last confirmed round trip, which is shorter. TCP
+ * keepalives besides make the server notice a vanished host sooner.
+ */
 static const char SQL_SETUP_SESSION[] =
     "SELECT pg_backend_pid(), set_config('tcp_keepalives_idle', $1, false),"
     " set_config('tcp_keepalives_interval', $2, false),"
-    " set_config('tcp_keepalives_count', $3, false)";
+    " set_config('tcp_keepalives_count', $3, false),"
+    " set_config('idle_session_timeout', $4, false)";
+static const char SQL_IDLE_LIMIT[] =
+    "SELECT set_config('idle_session_timeout', $1, false)";
 static const char SQL_SET_TX[] =
     "SELECT set_config('lock_timeout', $1, true),"
     " set_config('tcp_keepalives_idle', $2, true),"
     " set_config('tcp_keepalives_interval', $3, true),"
-    " set_config('tcp_keepalives_count', $4, true)";
+    " set_config('tcp_keepalives_count', $4, true),"
+    " set_config('idle_in_transaction_session_timeout', $5, true)";
 static const char SQL_LOCK_TIMEOUT[] =
     "SELECT set_config('lock_timeout', $1, true)";
 static const char SQL_PID[] = "SELECT pg_backend_pid()";
@@ -93,6 +108,7 @@ struct pg_session {
     PGconn *conn;        /* NULL once dropped */
     uint64_t gen;        /* bumped by every (re)connect; grants keep it */
     int backend_pid;     /* advisory: the server process of this session */
+    uint32_t covered_ms; /* advisory: the lease idle_session_timeout covers */
     size_t ngrants;      /* connection-bound grants living on conn */
     char why[256];       /* the last connection failure, one line */
     char fatal[160];     /* a FATAL the server sent while we were idle */
@@ -792,9 +808,17 @@ static void pg_set_why(struct pg_session *s, const char *why)
 
 static void pg_drop(struct pg_session *s)
 {
-    if (s->conn != NULL)
+    if (s->conn != NULL) {
+        dlock_session_watch(&s->base, -1);
         PQfinish(s->conn);
+    }
     s->conn = NULL;
+}
+
+/* "N" milliseconds of server-side silence allowed for a lease. */
+static void pg_idle_text(char out[16], uint32_t lease_ms)
+{
+    snprintf(out, 16, "%u", dlock_server_timeout_ms(lease_ms));
 }
 
 static int pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
@@ -824,16 +848,34 @@ static int pg_connect(struct pg_session *s, char *err, size_t errlen)
     s->gen++;
     s->backend_pid = 0;
     s->fatal[0] = '\0';
+    /* libpq marks its socket close-on-exec; make sure [B-EXEC-1]. */
+    dlock_fd_cloexec(PQsocket(c));
+    /* Connection-bound modes: the locks end with this socket; lease: a
+     * dropped connection is noticed before the next call [B-WATCH-1]. */
+    dlock_session_watch(&s->base, PQsocket(c));
     if (cf->mode != PG_ADVISORY)
         return DLOCK_OK;
+    if (PQserverVersion(c) < 140000) {
+        pg_drop(s);
+        return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
+                            "mode=advisory needs PostgreSQL 14 or later "
+                            "(idle_session_timeout bounds how long a holder "
+                            "cut off from the server believes it holds); "
+                            "use mode=advisory_xact or mode=lease");
+    }
     /* Session advisory locks live as long as this server process: note
-     * which one it is (a proxy that swaps it shows up as a change), and
-     * make the server notice a vanished client within the lease. */
-    struct pg_q q = {SQL_SETUP_SESSION, 3,
-                     {cf->ka_idle, cf->ka_interval, cf->ka_count}};
+     * which one it is (a proxy that swaps it shows up as a change), make
+     * the server end the session when it falls silent for longer than the
+     * lease [B-BOUND-1], and notice a vanished client host. */
+    char idle[16];
+    pg_idle_text(idle, cf->lease_ms);
+    struct pg_q q = {SQL_SETUP_SESSION, 4,
+                     {cf->ka_idle, cf->ka_interval, cf->ka_count, idle}};
     rc = pg_exec(s, &q, 1, deadline, &res);
-    if (rc == DLOCK_OK)
+    if (rc == DLOCK_OK) {
         s->backend_pid = atoi(PQgetvalue(res.r[0], 0, 0));
+        s->covered_ms = cf->lease_ms;
+    }
     else if (rc == PG_SQLERR)
         rc = dlock_errorf(err, errlen, DLOCK_ERROR, "session set-up: %s",
                           PQresultErrorField(res.r[res.failed],
@@ -1110,16 +1152,28 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
 {
     const struct pg_conf *cf = s->cf;
     int sh = (req->flags & DLOCK_LOCK_SHARED) != 0;
-    char key[24], lt[16];
-    struct pg_q q[2];
+    char key[24], lt[16], idle[16];
+    struct pg_q q[3];
     struct pg_res res;
     uint8_t d[32];
     uint64_t k, fence;
     int nq = 0, rc, pid;
+    /* The session's silence limit must cover the longest lease of its
+     * locks; with none held yet it follows this one exactly (so a short
+     * lease is also freed soon after its holder fell silent). */
+    bool raise = req->lease_ms > s->covered_ms ||
+                 (s->ngrants == 0 && req->lease_ms != s->covered_ms);
 
     pg_digest(cf, req->name, req->name_len, d);
     k = pg_key64(d);
     pg_key_text(key, k);
+    if (raise) {
+        /* In the same round trip (and only when it changes), so the
+         * watchdog's renewals, a third of a lease apart, keep the session
+         * and every lock on it alive [B-BOUND-1]. */
+        pg_idle_text(idle, req->lease_ms);
+        q[nq++] = (struct pg_q){SQL_IDLE_LIMIT, 1, {idle}};
+    }
     if (deadline != 0) {
         /* A wait in the server's lock queue, bounded by a lock_timeout
          * local to this implicit transaction (set_config(..., true)). */
@@ -1162,6 +1216,8 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
     g->word[0] = k;
     g->word[1] = s->gen;
     s->ngrants++;
+    if (raise)
+        s->covered_ms = req->lease_ms;
     return DLOCK_OK;
 }
 
@@ -1212,7 +1268,7 @@ static int tx_acquire(struct pg_session *s, const struct dlock_request *req,
     const struct pg_conf *cf = s->cf;
     int sh = (req->flags & DLOCK_LOCK_SHARED) != 0;
     bool rows = cf->mode == PG_FOR_UPDATE;
-    char key[65], lt[16];
+    char key[65], lt[16], idle[16];
     struct pg_q q[PG_MAXQ];
     struct pg_res res;
     uint8_t d[32];
@@ -1224,6 +1280,7 @@ static int tx_acquire(struct pg_session *s, const struct dlock_request *req,
     else
         pg_key_text(key, pg_key64(d));
     pg_lock_timeout(lt, deadline);
+    pg_idle_text(idle, req->lease_ms);
 
     /* Two tries at most: the second after creating a missing lock row. */
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -1231,12 +1288,12 @@ static int tx_acquire(struct pg_session *s, const struct dlock_request *req,
         const PGresult *last;
 
         /* BEGIN, the wait's limits, the lock, the fence: one round trip.
-         * The keepalives are local to the transaction, which is exactly
-         * the lock's life. */
+         * The keepalives and the silence limit [B-BOUND-1] are local to
+         * the transaction, which is exactly the lock's life. */
         q[nq++] = (struct pg_q){"BEGIN", 0, {NULL}};
-        q[nq++] = (struct pg_q){SQL_SET_TX, 4,
+        q[nq++] = (struct pg_q){SQL_SET_TX, 5,
                                 {lt, cf->ka_idle, cf->ka_interval,
-                                 cf->ka_count}};
+                                 cf->ka_count, idle}};
         lockq = nq;
         q[nq++] = (struct pg_q){deadline ? cf->sql.lock_wait[sh]
                                          : cf->sql.lock_try[sh],
@@ -1788,9 +1845,9 @@ static int pg_floor(const struct dlock_uri *uri, const char *name, uint32_t n,
         case PG_ADVISORY_XACT:
         case PG_FOR_UPDATE:
             a[na++] = (struct pg_q){"BEGIN", 0, {NULL}};
-            a[na++] = (struct pg_q){SQL_SET_TX, 4,
+            a[na++] = (struct pg_q){SQL_SET_TX, 5,
                                     {"0", cf->ka_idle, cf->ka_interval,
-                                     cf->ka_count}};
+                                     cf->ka_count, "0"}};
             a[na++] = (struct pg_q){cf->sql.lock_try[0], 1,
                                     {cf->mode == PG_FOR_UPDATE ? hex : key}};
             if (cf->mode == PG_FOR_UPDATE)

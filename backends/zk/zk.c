@@ -44,14 +44,19 @@
  * their watcher; calls; reading the children; orphans; contexts and
  * sessions; acquire; renew and release; inspect; the raw floor.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <zookeeper/zookeeper.h>
 
@@ -490,6 +495,72 @@ static void zk_node_path(struct zk_session *zs, const struct zk_conn *c,
 static void zk_sweep(struct zk_conn *c);
 
 /*
+ * [B-EXEC-1] The ZooKeeper C client opens its wake-up pipe and, on every
+ * (re)connect in its own I/O thread, its socket without close-on-exec, and
+ * has no hook to change that. So dlock finds them: the pipe as the
+ * descriptors that appeared during zookeeper_init2(), the socket when the
+ * session connects, as the descriptor connected to the server the client
+ * reports. Between the socket's creation and that event a child exec'd by
+ * another thread could inherit it; it cannot keep the session (and so a
+ * lock) alive, which takes heartbeats, not an open socket.
+ */
+#define ZK_FD_SCAN_MAX 4096
+
+/* Call fn(fd, arg) for every open descriptor below ZK_FD_SCAN_MAX that is
+ * not close-on-exec. */
+static void zk_each_inheritable(void (*fn)(int, void *), void *arg)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        int fl;
+        if (*end != '\0' || e->d_name[0] == '.' || fd < 0 ||
+            fd >= ZK_FD_SCAN_MAX || fd == dirfd(d))
+            continue;
+        fl = fcntl((int)fd, F_GETFD);
+        if (fl >= 0 && !(fl & FD_CLOEXEC))
+            fn((int)fd, arg);
+    }
+    closedir(d);
+}
+
+static void zk_note_fd(int fd, void *arg)
+{
+    ((unsigned char *)arg)[fd] = 1;
+}
+
+/* After zookeeper_init2(): the new pipes are the client's. */
+static void zk_cloexec_new_pipes(int fd, void *arg)
+{
+    const unsigned char *before = arg;
+    struct stat st;
+
+    if (!before[fd] && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode))
+        dlock_fd_cloexec(fd);
+}
+
+struct zk_peer {
+    struct sockaddr_storage addr;
+    socklen_t len;
+};
+
+static void zk_cloexec_socket(int fd, void *arg)
+{
+    const struct zk_peer *want = arg;
+    struct sockaddr_storage a;
+    socklen_t len = sizeof a;
+
+    if (getpeername(fd, (struct sockaddr *)&a, &len) == 0 &&
+        len == want->len && memcmp(&a, &want->addr, len) == 0)
+        dlock_fd_cloexec(fd);
+}
+
+/*
  * The one watcher of a connection: session events (connected, connecting,
  * expired) and the deletion of a node someone waits for. It runs on the C
  * client's completion thread, so it only records and wakes; the orphan
@@ -506,6 +577,11 @@ static void zk_watcher(zhandle_t *zh, int type, int state, const char *path,
         c->gen++;
         if (state == ZOO_CONNECTED_STATE) {
             const clientid_t *id = zoo_client_id(zh);
+            struct zk_peer peer;
+            peer.len = sizeof peer.addr;
+            if (zookeeper_get_connected_host(zh, (struct sockaddr *)&peer.addr,
+                                             &peer.len) != NULL)
+                zk_each_inheritable(zk_cloexec_socket, &peer);
             c->connected = 1;
             atomic_store(&c->timeout_ms, zoo_recv_timeout(zh));
             atomic_store(&c->session_id, id != NULL ? id->client_id : 0);
@@ -563,8 +639,13 @@ static struct zk_conn *zk_conn_new(struct zk_ctx *x, char *err, size_t errlen,
     pthread_cond_init(&c->cv, &attr);
     pthread_condattr_destroy(&attr);
     zk_last_log[0] = '\0';
-    c->zh = zookeeper_init2(x->hosts, zk_watcher, (int)x->session_ms, NULL,
-                            c, 0, zk_log);
+    {
+        unsigned char before[ZK_FD_SCAN_MAX] = {0};
+        zk_each_inheritable(zk_note_fd, before);
+        c->zh = zookeeper_init2(x->hosts, zk_watcher, (int)x->session_ms,
+                                NULL, c, 0, zk_log);
+        zk_each_inheritable(zk_cloexec_new_pipes, before);
+    }
     if (c->zh == NULL) {
         int e = errno;
         *rc = dlock_errorf(err, errlen, DLOCK_ECONNECT,

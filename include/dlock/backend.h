@@ -43,6 +43,27 @@
  * [B-CONN-1]    A session whose call returned DLOCK_ECONNECT and that holds
  *               no grant is closed by core, and a new one opened on next use:
  *               backends need not reconnect by themselves.
+ * [B-WATCH-1]   A session that registered its connection with
+ *               dlock_session_watch() is watched by core for the
+ *               connection's end (EOF, reset, error) at no cost to calls:
+ *               when it ends, core marks the session broken; with
+ *               DLOCK_CAP_CONN_BOUND every grant pinned to it is lost at
+ *               once (dlock_held() 0, on_lost, release says DLOCK_ELOST);
+ *               otherwise every lock of the client is in doubt until a
+ *               renewal sent after the event confirms it, and core sends
+ *               those renewals at once.
+ * [B-BOUND-1]   With DLOCK_CAP_LEASE or DLOCK_CAP_SERVER_TIMEOUT, core
+ *               counts each grant's lease from before the request that
+ *               took or renewed it was sent, and dlock_held() says no once
+ *               it has run out. A backend claiming DLOCK_CAP_SERVER_TIMEOUT
+ *               makes the server end a session that stays silent for
+ *               longer than the longest lease of its grants (plus a
+ *               margin for clock rates and timer granularity), so a holder
+ *               cut off from the server stops believing it holds before the
+ *               server can give the lock to anyone else.
+ * [B-EXEC-1]    Every descriptor a backend opens is close-on-exec, also
+ *               after a reconnect: a child the application execs must not
+ *               keep a connection (and so a connection-bound lock) alive.
  */
 #ifndef DLOCK_BACKEND_H
 #define DLOCK_BACKEND_H
@@ -210,6 +231,29 @@ DLOCK_API int dlock_session_error(struct dlock_session *s, int code,
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/**
+ * Watch fd, the connection of session s, for its end [B-WATCH-1]. Call
+ * after every (re)connect with the new descriptor, and with -1 before
+ * closing it (or before replacing it by a new connection). Watching costs
+ * nothing on the call path: core's watchdog thread waits on the descriptor
+ * in epoll for a hang-up or error only, never for data. A connection-bound
+ * session whose watched descriptor is withdrawn while it holds grants has
+ * lost them. Threads: the thread of the current call on s (or open()).
+ */
+DLOCK_API void dlock_session_watch(struct dlock_session *s, int fd);
+
+/**
+ * How long the server of a DLOCK_CAP_SERVER_TIMEOUT mode must let a
+ * session stay silent before it ends it, for grants of lease_ms
+ * [B-BOUND-1]: the lease plus a margin (a tenth of it, at least 500 ms)
+ * for clock rates and timer granularity. The margin is the longest a lock
+ * stays unusable after its holder went silent without closing.
+ */
+DLOCK_API uint32_t dlock_server_timeout_ms(uint32_t lease_ms);
+
+/** Set FD_CLOEXEC on fd [B-EXEC-1]; DLOCK_OK or DLOCK_ERROR (errno). */
+DLOCK_API int dlock_fd_cloexec(int fd);
 
 /** Log through the client's log hook. */
 DLOCK_API void dlock_session_log(struct dlock_session *s, int level,

@@ -97,6 +97,8 @@ DLOCK_API const char *dlock_err_name(int code);
 #define DLOCK_CAP_SESSION_PER_LOCK (1u << 8)   /* a held lock ties a session */
 #define DLOCK_CAP_NO_RENEW (1u << 9)     /* nothing to renew while alive */
 #define DLOCK_CAP_BATCH_RENEW (1u << 10) /* renewals pipelined per session */
+#define DLOCK_CAP_SERVER_TIMEOUT (1u << 11) /* the server ends a silent
+                                               session after its lease */
 
 /** "lease", "conn-bound", ... for one bit; NULL for an unknown bit. */
 DLOCK_API const char *dlock_cap_name(uint32_t bit);
@@ -313,9 +315,16 @@ DLOCK_API int dlock_release(dlock_lock *lk);
 DLOCK_API int dlock_renew(dlock_lock *lk);
 
 /**
- * 1 if the handle holds its lock now: acquired, not released, not found
- * lost, and the lease (as the client measured it, from before the request
- * was sent) not run out. 0 otherwise or for NULL. No I/O.
+ * 1 if the handle holds its lock now, as far as dlock can vouch that no
+ * other owner does: acquired, not released, not found lost, the lease (as
+ * the client measured it, from before the last confirmed request was sent)
+ * not run out, the connection of a connection-bound lock not ended, and
+ * the lock not in doubt. A lock is in doubt from the moment a connection
+ * of its lease-based client ends (the server may have restarted and
+ * forgotten it) until a renewal sent after that confirms it: held turns 0
+ * meanwhile, and 1 again if the renewal says the lock is still ours (the
+ * watchdog renews at once), or the lock is reported lost. 0 otherwise or
+ * for NULL. No network I/O: at most one poll() of the connection's socket.
  * Threads: any (it may race with a release in progress).
  */
 DLOCK_API int dlock_held(const dlock_lock *lk);

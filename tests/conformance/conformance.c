@@ -9,14 +9,18 @@
  * checks one.
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -417,6 +421,124 @@ static void conformance__holder_killed_frees_lock(void **state)
     h_gate_close(&gate);
 }
 
+/* Child role "holdexec NAME LEASE_MS GATE_FD": take the lock, start a
+ * long-lived program (sleep) with fork and exec as any application might,
+ * write its pid to the gate, and wait to be killed. */
+static int holdexec_child(char **args)
+{
+    dlock_client *c = h_client(getenv("DLOCK_URI"));
+    dlock_lock *lk;
+    char text[32];
+    pid_t kid;
+
+    lk = c != NULL ? h_lock(c, args[0], (uint32_t)atoi(args[1]), 0) : NULL;
+    if (lk == NULL || dlock_acquire(lk, 10000) != DLOCK_OK)
+        return 3;
+    fflush(NULL);
+    kid = fork();
+    if (kid == 0) {
+        execl("/bin/sleep", "sleep", "60", (char *)NULL);
+        _exit(127);
+    }
+    snprintf(text, sizeof text, "%d\n", (int)kid);
+    if (write(atoi(args[2]), text, strlen(text)) <= 0)
+        return 4;
+    for (;;)
+        pause(); /* until SIGKILL */
+}
+
+/* Wait until pid runs program (its exec is done). */
+static bool runs(pid_t pid, const char *program, uint32_t timeout_ms)
+{
+    char path[64], exe[256];
+    int64_t end = h_now_ms() + timeout_ms;
+
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    do {
+        ssize_t n = readlink(path, exe, sizeof exe - 1);
+        if (n > 0) {
+            exe[n] = '\0';
+            if (strstr(exe, program) != NULL)
+                return true;
+        }
+        h_sleep_ms(5);
+    } while (h_now_ms() < end);
+    return false;
+}
+
+/* The descriptors this test process had before it opened any client:
+ * what a child may legitimately inherit from the test runner. */
+static int inherited[64];
+static size_t ninherited;
+
+static void note_inherited(void)
+{
+    for (int fd = 3; fd < 1024 && ninherited < 64; fd++)
+        if (fcntl(fd, F_GETFD) >= 0 && !(fcntl(fd, F_GETFD) & FD_CLOEXEC))
+            inherited[ninherited++] = fd;
+}
+
+/* [B-EXEC-1] A child a holder execs inherits none of dlock's descriptors,
+ * so it cannot keep a connection-bound lock alive: killing the holder
+ * frees its lock while the child lives on. */
+static void conformance__exec_child_keeps_no_descriptor(void **state)
+{
+    const char *name = h_name("exec");
+    dlock_lock *a = h_lock(cl, name, 0, 0), *b = h_lock(cl, name, 0, 0);
+    char fds[2048], text[32] = "";
+    struct h_gate gate;
+    uint32_t lease = 1500;
+    char lease_s[16], fd_s[16];
+    pid_t kid, holder, orphan;
+    ssize_t got;
+    int n;
+
+    (void)state;
+    /* This process, holding a lock with its connections open. */
+    assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
+    fflush(NULL);
+    kid = fork();
+    if (kid == 0) {
+        execl("/bin/sleep", "sleep", "30", (char *)NULL);
+        _exit(127);
+    }
+    assert_true(runs(kid, "sleep", 5000));
+    n = h_foreign_fds(kid, inherited, ninherited, fds, sizeof fds);
+    kill(kid, SIGKILL);
+    h_wait(kid);
+    if (n != 0)
+        fprintf(stderr, "the child inherited:\n%s", fds);
+    assert_int_equal(n, 0);
+    assert_int_equal(dlock_release(a), DLOCK_OK);
+
+    /* A holder that starts a long-lived child, then dies. */
+    h_gate_init(&gate);
+    snprintf(lease_s, sizeof lease_s, "%u", lease);
+    snprintf(fd_s, sizeof fd_s, "%d", gate.fd[1]);
+    holder = h_spawn("holdexec", name, lease_s, fd_s);
+    {
+        struct pollfd pf = {gate.fd[0], POLLIN, 0};
+        assert_int_equal(poll(&pf, 1, 30000), 1);
+    }
+    got = read(gate.fd[0], text, sizeof text - 1);
+    orphan = got > 0 ? (pid_t)atoi(text) : 0;
+    assert_true(orphan > 0);
+    assert_true(runs(orphan, "sleep", 5000));
+    assert_int_equal(dlock_try_acquire(b), DLOCK_EBUSY);
+    kill(holder, SIGKILL);
+    assert_int_equal(h_wait(holder), 128 + SIGKILL);
+    /* Freed as if the child did not exist: at once for connection- and
+     * process-bound locks, after the lease (ZooKeeper: the session) for
+     * the others; the orphan sleeps for a minute. */
+    assert_int_equal(dlock_acquire(b, lease + 10000), DLOCK_OK);
+    assert_int_equal(kill(orphan, 0), 0); /* still alive */
+    assert_int_equal(dlock_release(b), DLOCK_OK);
+    kill(orphan, SIGKILL);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    h_gate_close(&gate);
+}
+
 /* ---- lost locks ---------------------------------------------------------------------- */
 
 static int lost_calls;
@@ -429,6 +551,182 @@ static void count_lost(dlock_lock *lk, int code, const char *why, void *p)
     (void)p;
     lost_calls++;
     lost_code = code;
+}
+
+static atomic_int wd_lost_calls;
+
+static void count_lost_async(dlock_lock *lk, int code, const char *why,
+                             void *p)
+{
+    (void)lk;
+    (void)code;
+    (void)why;
+    (void)p;
+    atomic_fetch_add(&wd_lost_calls, 1);
+}
+
+/* [B-WATCH-1] A connection cut under a held lock. Where the lock lives in
+ * the connection (and the server frees it the moment the connection ends),
+ * the holder stops believing at once: dlock_held() is 0 as soon as the cut
+ * is made, on_lost follows, another client gets the lock, release says
+ * ELOST. Where the lock outlives connections (leases, ZooKeeper sessions),
+ * it is still held once a new connection has confirmed it, and nobody else
+ * gets it meanwhile. */
+static void conformance__connection_cut_noticed(void **state)
+{
+    const char *name = h_name("cut");
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    uint16_t port = h_uri_port(uri);
+    dlock_client *other;
+    dlock_lock *a = NULL, *b;
+    int64_t t0, t_lost = -1, t_held = -1;
+    int cut;
+
+    (void)state;
+    if (port == 0)
+        skip(); /* no TCP connection, or several hosts (Redlock) */
+    o.on_lost = count_lost_async;
+    assert_int_equal(dlock_lock_new(&a, cl, name, &o), DLOCK_OK);
+    atomic_store(&wd_lost_calls, 0);
+    assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
+    cut = h_cut_connections(getpid(), port);
+    t0 = h_now_ms();
+    assert_true(cut >= 1);
+    other = h_client(uri);
+    assert_non_null(other);
+    b = h_lock(other, name, 0, 0);
+    if ((caps & DLOCK_CAP_CONN_BOUND) && (caps & DLOCK_CAP_SERVER_TIMEOUT)) {
+        assert_false(dlock_held(a));
+        while (atomic_load(&wd_lost_calls) == 0 && h_now_ms() - t0 < 3000)
+            h_sleep_ms(1);
+        t_lost = h_now_ms() - t0;
+        assert_int_equal(atomic_load(&wd_lost_calls), 1);
+        assert_int_equal(dlock_acquire(b, 5000), DLOCK_OK);
+        assert_int_equal(dlock_release(a), DLOCK_ELOST);
+        assert_int_equal(dlock_release(b), DLOCK_OK);
+    } else {
+        while (!dlock_held(a) && h_now_ms() - t0 < 5000)
+            h_sleep_ms(1);
+        t_held = h_now_ms() - t0;
+        assert_true(dlock_held(a));
+        assert_int_equal(dlock_try_acquire(b), DLOCK_EBUSY);
+        assert_int_equal(atomic_load(&wd_lost_calls), 0);
+        assert_int_equal(dlock_release(a), DLOCK_OK);
+    }
+    fprintf(stderr, "  %d connection(s) cut; on_lost after %lld ms; held "
+                    "again after %lld ms (-1: not applicable)\n",
+            cut, (long long)t_lost, (long long)t_held);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(other);
+}
+
+/* Child role "pausable NAME LEASE_MS GATE_FD REPORT_FD": take the lock,
+ * say so on the gate, then sample dlock_held() every millisecond. When
+ * on_lost fires (or held turns 0), write "<last held-1 sample ns>
+ * <on_lost seen 0|1>" to REPORT_FD and exit. CLOCK_MONOTONIC is one clock
+ * for all processes, so the parent compares it with its own grant. */
+static atomic_int pausable_lost;
+
+static void pausable_on_lost(dlock_lock *lk, int code, const char *why,
+                             void *p)
+{
+    (void)lk;
+    (void)code;
+    (void)why;
+    (void)p;
+    atomic_store(&pausable_lost, 1);
+}
+
+static int pausable_child(char **args)
+{
+    dlock_client *c = h_client(getenv("DLOCK_URI"));
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+    uint64_t last = 0;
+    char b = 1, text[64];
+
+    o.lease_ms = (uint32_t)atoi(args[1]);
+    o.on_lost = pausable_on_lost;
+    if (c == NULL || dlock_lock_new(&lk, c, args[0], &o) != DLOCK_OK ||
+        dlock_acquire(lk, 10000) != DLOCK_OK)
+        return 3;
+    if (write(atoi(args[2]), &b, 1) != 1)
+        return 4;
+    for (int64_t end = h_now_ms() + 60000; h_now_ms() < end;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if (!dlock_held(lk))
+            break;
+        last = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        h_sleep_ms(1);
+    }
+    /* on_lost follows held() turning 0 closely; give it a moment. */
+    for (int i = 0; i < 3000 && !atomic_load(&pausable_lost); i++)
+        h_sleep_ms(1);
+    snprintf(text, sizeof text, "%llu %d\n", (unsigned long long)last,
+             atomic_load(&pausable_lost));
+    if (write(atoi(args[3]), text, strlen(text)) <= 0)
+        return 5;
+    dlock_release(lk);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    return 0;
+}
+
+/* [B-BOUND-1] A holder stopped (SIGSTOP: a GC pause, a frozen VM) for
+ * longer than its lease: the service hands the lock on after the lease (or
+ * session timeout, or the server's silence limit), and the holder, when it
+ * resumes, has stopped believing it holds before that grant, and is told.
+ * Checked from the processes' own clocks, not from dlock's state. */
+static void conformance__paused_holder_stops_believing(void **state)
+{
+    const char *name = h_name("paused");
+    dlock_lock *b = h_lock(cl, name, 0, 0);
+    struct h_gate gate, report;
+    char lease_s[16], g_s[16], r_s[16], text[64] = "";
+    unsigned long long last_held = 0;
+    int lost_seen = 0, rc;
+    uint64_t granted;
+    pid_t pid;
+
+    (void)state;
+    if (!(caps & (DLOCK_CAP_LEASE | DLOCK_CAP_SERVER_TIMEOUT |
+                  DLOCK_CAP_SURVIVES_RECONNECT))) {
+        dlock_lock_free(b);
+        skip(); /* process-bound (file://): a paused holder still holds */
+    }
+    h_gate_init(&gate);
+    h_gate_init(&report);
+    snprintf(lease_s, sizeof lease_s, "%u", 1500u);
+    snprintf(g_s, sizeof g_s, "%d", gate.fd[1]);
+    snprintf(r_s, sizeof r_s, "%d", report.fd[1]);
+    pid = h_spawn_args("pausable", (const char *[]){name, lease_s, g_s, r_s, NULL});
+    assert_true(h_gate_wait(&gate, 30000));
+    kill(pid, SIGSTOP);
+    rc = dlock_acquire(b, 30000);
+    granted = h_now_ns();
+    kill(pid, SIGCONT); /* before any assertion can end the test */
+    if (rc != DLOCK_OK)
+        kill(pid, SIGKILL);
+    assert_int_equal(rc, DLOCK_OK);
+    {
+        struct pollfd pf = {report.fd[0], POLLIN, 0};
+        assert_int_equal(poll(&pf, 1, 20000), 1);
+        assert_true(read(report.fd[0], text, sizeof text - 1) > 0);
+    }
+    assert_int_equal(sscanf(text, "%llu %d", &last_held, &lost_seen), 2);
+    assert_int_equal(h_wait(pid), 0);
+    if (last_held >= granted)
+        fprintf(stderr, "  the paused holder still believed %.3f ms after "
+                        "the next grant\n",
+                (double)(last_held - granted) / 1e6);
+    assert_true(last_held < granted);
+    assert_int_equal(lost_seen, 1);
+    assert_int_equal(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(b);
+    h_gate_close(&gate);
+    h_gate_close(&report);
 }
 
 /* A lease that runs out unrenewed is lost: dlock_held() turns false by the
@@ -660,16 +958,22 @@ int main(int argc, char **argv)
         cmocka_unit_test(conformance__long_names),
         cmocka_unit_test(conformance__bad_arguments),
         cmocka_unit_test(conformance__client_close_releases),
+        cmocka_unit_test(conformance__exec_child_keeps_no_descriptor),
+        cmocka_unit_test(conformance__connection_cut_noticed),
+        cmocka_unit_test(conformance__paused_holder_stops_believing),
     };
     int failed;
 
     static const struct h_role roles[] = {
         {"counter", counter_child},
         {"hold", hold_child},
+        {"holdexec", holdexec_child},
+        {"pausable", pausable_child},
         {NULL, NULL},
     };
 
     h_child_dispatch(argc, argv, roles);
+    note_inherited();
     uri = h_setup(argc, argv);
     failed = cmocka_run_group_tests_name("conformance", tests, setup,
                                          teardown);

@@ -1,6 +1,7 @@
 /*
  * harness.c: the shared helpers of the conformance and fault suites.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -164,6 +165,42 @@ void h_sleep_ms(uint32_t ms)
         ;
 }
 
+uint64_t h_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+pid_t h_spawn_args(const char *role, const char *const *args)
+{
+    const char *argv[16];
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    size_t k = 0;
+    pid_t pid;
+
+    if (n <= 0)
+        return -1;
+    self[n] = '\0';
+    argv[k++] = self;
+    argv[k++] = "--uri";
+    argv[k++] = uri_buf;
+    argv[k++] = "--child";
+    argv[k++] = role;
+    for (size_t i = 0; args[i] != NULL && k < 15; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        execv(self, (char *const *)argv);
+        perror("exec");
+        _exit(127);
+    }
+    return pid;
+}
+
 pid_t h_spawn(const char *role, const char *a1, const char *a2,
               const char *a3)
 {
@@ -245,4 +282,137 @@ void h_gate_close(struct h_gate *g)
 {
     close(g->fd[0]);
     close(g->fd[1]);
+}
+
+/* ---- network faults and descriptors -------------------------------------- */
+
+uint16_t h_uri_port(const char *u)
+{
+    const char *a = strstr(u, "://"), *end, *colon;
+    unsigned long port;
+
+    if (a == NULL)
+        return 0;
+    a += 3;
+    end = a + strcspn(a, "/?");
+    if (memchr(a, ',', (size_t)(end - a)) != NULL)
+        return 0; /* several hosts */
+    for (const char *at = a; at < end; at++)
+        if (*at == '@')
+            a = at + 1;
+    colon = NULL;
+    for (const char *p = a; p < end; p++)
+        if (*p == ':')
+            colon = p;
+    if (colon == NULL || (a < end && *a == '[' && colon < strchr(a, ']')))
+        return 0;
+    port = strtoul(colon + 1, NULL, 10);
+    return port > 0 && port < 65536 ? (uint16_t)port : 0;
+}
+
+/* The socket inodes of pid's descriptors, up to cap. */
+static size_t socket_inodes(pid_t pid, unsigned long *out, size_t cap)
+{
+    char dir[64], link[64], path[320];
+    struct dirent *e;
+    size_t n = 0;
+    DIR *d;
+
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    if ((d = opendir(dir)) == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL && n < cap) {
+        ssize_t len;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        len = readlink(path, link, sizeof link - 1);
+        if (len <= 0)
+            continue;
+        link[len] = '\0';
+        if (sscanf(link, "socket:[%lu]", &out[n]) == 1)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+int h_cut_connections(pid_t pid, uint16_t port)
+{
+    static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    unsigned long inodes[512];
+    size_t ni = socket_inodes(pid, inodes, 512);
+    int cut = 0;
+
+    for (size_t t = 0; t < 2; t++) {
+        char line[512];
+        FILE *f = fopen(tables[t], "r");
+        if (f == NULL)
+            continue;
+        while (fgets(line, sizeof line, f) != NULL) {
+            char local[64], remote[64], cmd[256];
+            unsigned lport, rport, st;
+            unsigned long inode;
+            char *lc, *rc;
+            if (sscanf(line, " %*d: %63s %63s %x %*s %*s %*s %*s %*s %lu",
+                       local, remote, &st, &inode) != 4 || st != 1)
+                continue;
+            lc = strrchr(local, ':');
+            rc = strrchr(remote, ':');
+            if (lc == NULL || rc == NULL ||
+                sscanf(lc + 1, "%x", &lport) != 1 ||
+                sscanf(rc + 1, "%x", &rport) != 1 || rport != port)
+                continue;
+            for (size_t i = 0; i < ni; i++) {
+                if (inodes[i] != inode)
+                    continue;
+                snprintf(cmd, sizeof cmd,
+                         "ss -K -tn '( sport = :%u and dport = :%u )' "
+                         ">/dev/null",
+                         lport, rport);
+                if (system(cmd) != 0) {
+                    fclose(f);
+                    return -1;
+                }
+                cut++;
+            }
+        }
+        fclose(f);
+    }
+    return cut;
+}
+
+int h_foreign_fds(pid_t pid, const int *keep, size_t n, char *out,
+                  size_t cap)
+{
+    char dir[64], link[256], path[320];
+    struct dirent *e;
+    size_t used = 0;
+    int count = 0;
+    DIR *d;
+
+    if (cap > 0)
+        out[0] = '\0';
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    if ((d = opendir(dir)) == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        char *endp;
+        long fd = strtol(e->d_name, &endp, 10);
+        bool kept = fd <= 2;
+        ssize_t len;
+        if (e->d_name[0] == '.' || *endp != '\0')
+            continue;
+        for (size_t i = 0; i < n; i++)
+            kept |= keep[i] == fd;
+        if (kept)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        len = readlink(path, link, sizeof link - 1);
+        link[len > 0 ? len : 0] = '\0';
+        if (used < cap)
+            used += (size_t)snprintf(out + used, cap - used, "%ld -> %s\n",
+                                     fd, link);
+        count++;
+    }
+    closedir(d);
+    return count;
 }

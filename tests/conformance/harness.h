@@ -32,6 +32,8 @@ dlock_lock *h_lock(dlock_client *c, const char *name, uint32_t lease_ms,
 uint32_t h_caps(dlock_client *c);
 
 int64_t h_now_ms(void);
+/* CLOCK_MONOTONIC in ns: one clock for every process of the machine. */
+uint64_t h_now_ns(void);
 void h_sleep_ms(uint32_t ms);
 
 /*
@@ -42,6 +44,8 @@ void h_sleep_ms(uint32_t ms);
  */
 pid_t h_spawn(const char *role, const char *a1, const char *a2,
               const char *a3);
+/* The same with any number of args (NULL-terminated). */
+pid_t h_spawn_args(const char *role, const char *const *args);
 /*
  * In main(): if argv asks for a child role, run the matching entry of roles
  * (NULL-terminated by name) with the role's args and exit with its status.
@@ -53,6 +57,24 @@ struct h_role {
 void h_child_dispatch(int argc, char **argv, const struct h_role *roles);
 /* Wait for a child; its exit status, or 128+signal. */
 int h_wait(pid_t pid);
+
+/*
+ * The port of the URI's first host, or 0 when it has none (file://) or
+ * several hosts (those tests skip).
+ */
+uint16_t h_uri_port(const char *uri);
+/*
+ * Cut every established TCP connection of process pid to port, as a
+ * network fault would (`ss -K`: both ends see a reset; needs root and a
+ * kernel with socket destroy). Returns how many were cut, -1 on failure.
+ */
+int h_cut_connections(pid_t pid, uint16_t port);
+/*
+ * The descriptors of process pid other than 0, 1, 2 and those in keep
+ * (n of them), as "fd -> target" lines in out; returns how many.
+ */
+int h_foreign_fds(pid_t pid, const int *keep, size_t n, char *out,
+                  size_t cap);
 
 /* A pipe-based one-byte signal between processes. */
 struct h_gate {

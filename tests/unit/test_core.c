@@ -140,7 +140,7 @@ static void errors__every_code_has_text_and_name(void **state)
 static void errors__cap_names(void **state)
 {
     (void)state;
-    for (uint32_t bit = 1; bit <= DLOCK_CAP_BATCH_RENEW; bit <<= 1) {
+    for (uint32_t bit = 1; bit <= DLOCK_CAP_SERVER_TIMEOUT; bit <<= 1) {
         assert_non_null(dlock_cap_name(bit));
         assert_non_null(dlock_cap_text(bit));
     }
