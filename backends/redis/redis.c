@@ -36,6 +36,10 @@
  * inspect); Redlock; the raw floor; the table.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -43,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -380,9 +385,90 @@ static const char *io_text(const redisContext *rc, char *buf, size_t cap,
     return rc->errstr[0] != '\0' ? rc->errstr : "I/O error";
 }
 
+/* Wait for a non-blocking connect to finish; 0 or an errno value. */
+static int connect_wait(int fd, int64_t deadline_ms)
+{
+    for (;;) {
+        int64_t left = deadline_ms - dlock_now_ms();
+        struct pollfd p = {fd, POLLOUT, 0};
+        int n, e = 0;
+        socklen_t len = sizeof e;
+
+        if (left <= 0)
+            return ETIMEDOUT;
+        n = poll(&p, 1, (int)left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return errno;
+        if (n == 0)
+            return ETIMEDOUT;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+            return errno;
+        return e;
+    }
+}
+
 /*
- * Connect to one server: TCP with timeout, then AUTH, SELECT and SCRIPT
- * LOAD of the mode's scripts in one pipelined round trip. sha (if not NULL)
+ * A TCP connection to a, made here rather than by hiredis so that the
+ * descriptor is close-on-exec from its birth [B-EXEC-1]: hiredis 0.14
+ * creates its sockets without SOCK_CLOEXEC, and setting the flag after
+ * the connect would leave a window in which another thread's fork+exec
+ * inherits the connection. Tries each address getaddrinfo gives until
+ * timeout_ms; returns a blocking descriptor with TCP_NODELAY (as hiredis
+ * sets), or -1 with why filled.
+ */
+static int tcp_connect(const struct redis_node_addr *a, uint32_t timeout_ms,
+                       char *why, size_t cap)
+{
+    struct addrinfo hints, *res = NULL, *ai;
+    int64_t deadline = dlock_now_ms() + timeout_ms;
+    char port[8];
+    int fd = -1, e = ECONNREFUSED, gai, one = 1;
+
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    snprintf(port, sizeof port, "%d", a->port);
+    if ((gai = getaddrinfo(a->host, port, &hints, &res)) != 0) {
+        snprintf(why, cap, "%s", gai_strerror(gai));
+        return -1;
+    }
+    for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family,
+                    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                    ai->ai_protocol);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            e = 0;
+        else
+            e = errno == EINPROGRESS ? connect_wait(fd, deadline) : errno;
+        if (e != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        snprintf(why, cap, "%s", strerror(e));
+        return -1;
+    }
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        snprintf(why, cap, "fcntl: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/*
+ * Connect to one server: TCP with timeout (tcp_connect), then AUTH, SELECT
+ * and SCRIPT LOAD of the mode's scripts in one pipelined round trip. sha (if not NULL)
  * gets the scripts' digests. On failure returns NULL, err says why and
  * *code is DLOCK_ECONNECT (unreachable, no answer) or DLOCK_ERROR (the
  * server refused: bad password, bad database).
@@ -393,23 +479,27 @@ static redisContext *redis_connect(const struct redis_conf *cf,
                                    char *err, size_t errlen, int *code)
 {
     struct timeval tv = tv_ms(timeout_ms);
-    redisContext *rc = redisConnectWithTimeout(a->host, a->port, tv);
     const char *const *scripts = mode_scripts[cf->mode];
-    int nreplies = 0;
-    char dbs[16], tbuf[64];
+    redisContext *rc;
+    int nreplies = 0, fd;
+    char dbs[16], tbuf[64], why[128];
 
     *code = DLOCK_ECONNECT;
-    if (rc == NULL) {
+    fd = tcp_connect(a, timeout_ms, why, sizeof why);
+    if (fd < 0) {
+        dlock_errorf(err, errlen, DLOCK_ECONNECT, "connect to %s:%d: %s",
+                     a->host, a->port, why);
+        return NULL;
+    }
+    rc = redisConnectFd(fd);
+    if (rc == NULL || rc->err != 0) {
         dlock_errorf(err, errlen, DLOCK_ENOMEM,
                      "cannot allocate a redis context");
         *code = DLOCK_ENOMEM;
-        return NULL;
-    }
-    if (rc->err != 0) {
-        dlock_errorf(err, errlen, DLOCK_ECONNECT, "connect to %s:%d: %s",
-                     a->host, a->port, io_text(rc, tbuf, sizeof tbuf,
-                                               timeout_ms));
-        redisFree(rc);
+        if (rc != NULL)
+            redisFree(rc);
+        else
+            close(fd);
         return NULL;
     }
     redisSetTimeout(rc, tv);

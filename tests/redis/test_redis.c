@@ -873,6 +873,115 @@ static void faults__fence_grows_after_release_in_doubt(void **state)
     redisFree(rc);
 }
 
+/* ---- no descriptor of dlock's reaches an exec'd child ------------------ */
+
+/* Child "idle GATE_FD": say it runs (its exec is done), then sleep until
+ * killed (30 s at most). */
+static int idle_child(char **args)
+{
+    char b = 1;
+    if (write(atoi(args[0]), &b, 1) != 1)
+        return 3;
+    for (int i = 0; i < 3000; i++)
+        h_sleep_ms(10);
+    return 0;
+}
+
+/* The descriptors open now, 3 and up. */
+static size_t open_fds(int *out, size_t cap)
+{
+    size_t n = 0;
+    for (int fd = 3; fd < 1024 && n < cap; fd++)
+        if (fcntl(fd, F_GETFD) >= 0)
+            out[n++] = fd;
+    return n;
+}
+
+/*
+ * [B-EXEC-1] A process holding locks, with a waiter asleep on the same
+ * names (setnx/hash: the pub/sub connection and its thread's eventfd),
+ * forks and execs a child: the child has none of the descriptors dlock
+ * opened, though the parent has several sockets (sessions, pub/sub,
+ * Redlock's five nodes per session). The conformance suite checks a
+ * holder's sessions; this adds what only waiting opens.
+ */
+static void exec_child_sees_no_descriptor(const char *const *uris, size_t n,
+                                          size_t want_sockets)
+{
+    int before[256], during[256];
+    size_t nbefore, nduring, sockets = 0;
+    dlock_client *c[4];
+    dlock_lock *held[4], *busy[4];
+    struct waiter w[4];
+    pthread_t t[4];
+    struct h_gate gate;
+    char fds[4096], gate_fd[16];
+    pid_t pid;
+    int leaked;
+
+    assert_true(n <= 4);
+    h_gate_init(&gate); /* the child's: before the snapshot */
+    nbefore = open_fds(before, 256);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = h_name("exec");
+        c[i] = h_client(uris[i]);
+        held[i] = new_lock(c[i], name, 0, NULL, NULL);
+        assert_int_equal(dlock_acquire(held[i], 5000), DLOCK_OK);
+        busy[i] = new_lock(c[i], name, 0, NULL, NULL);
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].lk = busy[i];
+        w[i].timeout = 20000;
+        atomic_store(&w[i].rc, 1);
+        pthread_create(&t[i], NULL, waiter_main, &w[i]);
+    }
+    h_sleep_ms(500); /* the waiters are subscribed and asleep */
+    nduring = open_fds(during, 256);
+    for (size_t i = 0; i < nduring; i++) {
+        char link[64], target[256];
+        ssize_t k;
+        snprintf(link, sizeof link, "/proc/self/fd/%d", during[i]);
+        k = readlink(link, target, sizeof target - 1);
+        target[k > 0 ? k : 0] = '\0';
+        sockets += strncmp(target, "socket:", 7) == 0;
+    }
+    fprintf(stderr, "  the parent has %zu sockets\n", sockets);
+    assert_true(sockets >= want_sockets); /* or the test proves nothing */
+
+    snprintf(gate_fd, sizeof gate_fd, "%d", gate.fd[1]);
+    pid = h_spawn("idle", gate_fd, NULL, NULL);
+    assert_true(h_gate_wait(&gate, 30000));
+    leaked = h_foreign_fds(pid, before, nbefore, fds, sizeof fds);
+    kill(pid, SIGKILL);
+    h_wait(pid);
+    if (leaked != 0)
+        fail_msg("the child inherited %d descriptors:\n%s", leaked, fds);
+
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(dlock_release(held[i]), DLOCK_OK);
+        pthread_join(t[i], NULL);
+        assert_int_equal(atomic_load(&w[i].rc), DLOCK_OK);
+        assert_int_equal(dlock_release(busy[i]), DLOCK_OK);
+        dlock_lock_free(held[i]);
+        dlock_lock_free(busy[i]);
+        dlock_client_close(c[i]);
+    }
+    h_gate_close(&gate);
+}
+
+static void faults__exec_child_sees_no_descriptor(void **state)
+{
+    const char *uris[2];
+    char u0[1024], u1[1024];
+
+    (void)state;
+    snprintf(u0, sizeof u0, "%s", h_uri_with("mode=setnx"));
+    snprintf(u1, sizeof u1, "%s", h_uri_with("mode=hash"));
+    uris[0] = u0;
+    uris[1] = u1;
+    /* Per client: a session and the pub/sub connection. */
+    exec_child_sees_no_descriptor(uris, 2, 4);
+}
+
 /* Every parameter is checked, and the message names it. */
 static void faults__bad_uris_name_the_parameter(void **state)
 {
@@ -1099,6 +1208,7 @@ int main(int argc, char **argv)
         {"stopped", stopped_child},
         {"hold", hold_child},
         {"contend", contend_child},
+        {"idle", idle_child},
         {NULL, NULL},
     };
     const struct CMUnitTest interop[] = {
@@ -1116,6 +1226,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(faults__paused_and_stopped_server_time_out),
         cmocka_unit_test(faults__server_restart_survived_by_waiter),
         cmocka_unit_test(faults__fence_grows_after_release_in_doubt),
+        cmocka_unit_test(faults__exec_child_sees_no_descriptor),
     };
     const struct CMUnitTest redlock[] = {
         cmocka_unit_test(redlock__acquires_with_two_stopped),
