@@ -466,25 +466,62 @@ static int tcp_connect(const struct redis_node_addr *a, uint32_t timeout_ms,
     return fd;
 }
 
+/* Who answered on a new connection, from INFO server. */
+struct server_info {
+    char run_id[41];    /* "" when INFO was refused or had none */
+    uint32_t uptime_s;  /* uptime_in_seconds */
+    int64_t at_ms;      /* dlock_now_ms() when the reply was read */
+    char why[128];      /* why run_id is "" */
+};
+
+/* Fill in from INFO server's "key:value\r\n" lines. */
+static void info_parse(struct server_info *in, const char *text)
+{
+    const char *p = strstr(text, "\nrun_id:");
+    const char *u = strstr(text, "\nuptime_in_seconds:");
+    size_t n = 0;
+
+    if (p != NULL) {
+        p += 8;
+        while (n < 40 && ((p[n] >= '0' && p[n] <= '9') ||
+                          (p[n] >= 'a' && p[n] <= 'f')))
+            n++;
+    }
+    if (n != 40 || u == NULL) {
+        snprintf(in->why, sizeof in->why,
+                 "INFO server has no run_id or uptime_in_seconds");
+        return;
+    }
+    memcpy(in->run_id, p, 40);
+    in->run_id[40] = '\0';
+    in->uptime_s = (uint32_t)strtoul(u + 19, NULL, 10);
+}
+
 /*
- * Connect to one server: TCP with timeout (tcp_connect), then AUTH, SELECT
- * and SCRIPT LOAD of the mode's scripts in one pipelined round trip. sha (if not NULL)
- * gets the scripts' digests. On failure returns NULL, err says why and
- * *code is DLOCK_ECONNECT (unreachable, no answer) or DLOCK_ERROR (the
- * server refused: bad password, bad database).
+ * Connect to one server: TCP with timeout, then AUTH, SELECT, SCRIPT LOAD
+ * of the mode's scripts and INFO server in one pipelined round trip. sha
+ * (if not NULL) gets the scripts' digests, info (if not NULL) who the
+ * server is. On failure returns NULL, err says why and *code is
+ * DLOCK_ECONNECT (unreachable, no answer) or DLOCK_ERROR (the server
+ * refused: bad password, bad database). A refused INFO (an ACL without
+ * it) is no failure here: info->run_id stays "" and the caller decides.
  */
 static redisContext *redis_connect(const struct redis_conf *cf,
                                    const struct redis_node_addr *a,
                                    uint32_t timeout_ms, redis_sha *sha,
-                                   char *err, size_t errlen, int *code)
+                                   struct server_info *info, char *err,
+                                   size_t errlen, int *code)
 {
     struct timeval tv = tv_ms(timeout_ms);
     const char *const *scripts = mode_scripts[cf->mode];
+    const char *what[4 + SC_COUNT];
     redisContext *rc;
     int nreplies = 0, fd;
     char dbs[16], tbuf[64], why[128];
 
     *code = DLOCK_ECONNECT;
+    if (info != NULL)
+        memset(info, 0, sizeof *info);
     fd = tcp_connect(a, timeout_ms, why, sizeof why);
     if (fd < 0) {
         dlock_errorf(err, errlen, DLOCK_ECONNECT, "connect to %s:%d: %s",
@@ -508,22 +545,24 @@ static redisContext *redis_connect(const struct redis_conf *cf,
             redisAppendCommand(rc, "AUTH %s %s", cf->user, cf->password);
         else
             redisAppendCommand(rc, "AUTH %s", cf->password);
-        nreplies++;
+        what[nreplies++] = "AUTH";
     }
     if (cf->db != 0) {
         snprintf(dbs, sizeof dbs, "%u", cf->db);
         redisAppendCommand(rc, "SELECT %s", dbs);
-        nreplies++;
+        what[nreplies++] = "SELECT";
     }
     if (sha != NULL)
         for (int i = 0; i < SC_COUNT; i++) {
             redisAppendCommand(rc, "SCRIPT LOAD %s", scripts[i]);
-            nreplies++;
+            what[nreplies++] = "SCRIPT LOAD";
         }
-    for (int i = 0; i < nreplies; i++) {
+    if (info != NULL) {
+        redisAppendCommand(rc, "INFO server");
+        what[nreplies++] = "INFO";
+    }
+    for (int i = 0, script = 0; i < nreplies; i++) {
         redisReply *r = NULL;
-        const char *what;
-        int script = i - (nreplies - (sha != NULL ? SC_COUNT : 0));
 
         if (redisGetReply(rc, (void **)&r) != REDIS_OK || r == NULL) {
             dlock_errorf(err, errlen, DLOCK_ECONNECT, "%s:%d: %s", a->host,
@@ -531,19 +570,27 @@ static redisContext *redis_connect(const struct redis_conf *cf,
             redisFree(rc);
             return NULL;
         }
-        what = script >= 0 ? "SCRIPT LOAD"
-               : (cf->password != NULL && i == 0) ? "AUTH"
-                                                  : "SELECT";
+        if (strcmp(what[i], "INFO") == 0) {
+            info->at_ms = dlock_now_ms();
+            if (r->type == REDIS_REPLY_STRING)
+                info_parse(info, r->str);
+            else
+                snprintf(info->why, sizeof info->why, "INFO server: %s",
+                         r->type == REDIS_REPLY_ERROR ? r->str
+                                                      : "unexpected reply");
+            freeReplyObject(r);
+            continue;
+        }
         if (r->type == REDIS_REPLY_ERROR) {
             /* The server's own words; they never repeat the password. */
             dlock_errorf(err, errlen, DLOCK_ERROR, "%s:%d: %s: %s", a->host,
-                         a->port, what, r->str);
+                         a->port, what[i], r->str);
             *code = DLOCK_ERROR;
             freeReplyObject(r);
             redisFree(rc);
             return NULL;
         }
-        if (script >= 0) {
+        if (strcmp(what[i], "SCRIPT LOAD") == 0) {
             if (r->type != REDIS_REPLY_STRING || r->len != 40) {
                 dlock_errorf(err, errlen, DLOCK_ERROR,
                              "%s:%d: SCRIPT LOAD: unexpected reply",
@@ -554,7 +601,7 @@ static redisContext *redis_connect(const struct redis_conf *cf,
                 return NULL;
             }
             memcpy(sha[script], r->str, 40);
-            sha[script][40] = '\0';
+            sha[script++][40] = '\0';
         }
         freeReplyObject(r);
     }
@@ -700,8 +747,23 @@ struct chan {
     pthread_cond_t cv;
 };
 
+/*
+ * What a client knows of one server (a Redlock node, or the one server of
+ * setnx/hash): who it is (run_id, new at every start) and since when it
+ * has been up. Every new connection reads INFO server in its connect round
+ * trip, so this costs no round trip of its own.
+ */
+struct server_ident {
+    char run_id[41];     /* the last seen; "" until the first */
+    uint64_t gen;        /* how many times run_id changed: restarts seen */
+    int64_t up_since_ms; /* dlock_now_ms() clock: the latest moment the
+                            server can have started (INT64_MIN unknown) */
+    int64_t changed_ms;  /* when a new run_id was first seen, 0 never */
+};
+
 struct redis_ctx {
     struct redis_conf conf;
+    /* The pub/sub part (setnx, hash), under mu. */
     pthread_mutex_t mu;
     struct chan *chans;
     pthread_t thread;
@@ -709,6 +771,9 @@ struct redis_ctx {
     int wake_fd;            /* eventfd: work for the thread */
     uint64_t epoch;         /* bumped when a connect attempt fails */
     bool connected;
+    /* Who the servers are, under id_mu. */
+    pthread_mutex_t id_mu;
+    struct server_ident ident[REDLOCK_NODES_MAX];
 };
 
 static int ctx_open(void **out, const struct dlock_uri *uri, char *err,
@@ -738,9 +803,61 @@ static int ctx_open(void **out, const struct dlock_uri *uri, char *err,
         return dlock_errorf(err, errlen, DLOCK_ERROR, "eventfd: %s",
                             strerror(errno));
     }
+    for (size_t i = 0; i < REDLOCK_NODES_MAX; i++)
+        x->ident[i].up_since_ms = INT64_MIN;
     pthread_mutex_init(&x->mu, NULL);
+    pthread_mutex_init(&x->id_mu, NULL);
     *out = x;
     return DLOCK_OK;
+}
+
+/*
+ * A new connection to server i answered INFO: record who it is. Returns
+ * the server's generation (restarts seen by this client); a restart is
+ * described in note (if not NULL; "" otherwise), for the session's log.
+ * in->run_id "" (INFO refused) changes nothing.
+ *
+ * uptime_in_seconds is whole seconds of the server's clock, both ends
+ * rounded down, so the server started at most (uptime - 1) s before it
+ * answered, and it answered before in->at_ms: in->at_ms - (uptime - 1) s
+ * is the latest moment it can have started. Each reading gives such a
+ * bound; the smallest is kept.
+ */
+static uint64_t ident_seen(struct redis_ctx *x, size_t i,
+                           const struct server_info *in, char *note,
+                           size_t cap)
+{
+    struct server_ident *id;
+    int64_t up;
+    uint64_t gen;
+
+    if (note != NULL)
+        note[0] = '\0';
+    if (x == NULL)
+        return 0;
+    id = &x->ident[i];
+    pthread_mutex_lock(&x->id_mu);
+    if (in->run_id[0] != '\0') {
+        up = in->at_ms - ((int64_t)in->uptime_s - 1) * 1000;
+        if (id->run_id[0] != '\0' && strcmp(id->run_id, in->run_id) != 0) {
+            if (note != NULL)
+                snprintf(note, cap,
+                         "redis: %s:%d restarted (run_id %.8s... is now "
+                         "%.8s..., up %u s): it has forgotten every lock "
+                         "it did not persist",
+                         x->conf.hosts[i].host, x->conf.hosts[i].port,
+                         id->run_id, in->run_id, in->uptime_s);
+            id->gen++;
+            id->changed_ms = in->at_ms;
+            id->up_since_ms = up;
+        } else if (id->run_id[0] == '\0' || up < id->up_since_ms) {
+            id->up_since_ms = up;
+        }
+        memcpy(id->run_id, in->run_id, sizeof id->run_id);
+    }
+    gen = id->gen;
+    pthread_mutex_unlock(&x->id_mu);
+    return gen;
 }
 
 static void ctx_wake(struct redis_ctx *x)
@@ -891,8 +1008,8 @@ static void *ctx_main(void *arg)
         if (rc == NULL && ctx_wanted(x) && now >= next_connect) {
             pthread_mutex_unlock(&x->mu);
             rc = redis_connect(&x->conf, &x->conf.hosts[0],
-                               x->conf.timeout_ms, NULL, err, sizeof err,
-                               &code);
+                               x->conf.timeout_ms, NULL, NULL, err,
+                               sizeof err, &code);
             pthread_mutex_lock(&x->mu);
             if (rc == NULL) {
                 ctx_all_down(x, true);
@@ -974,6 +1091,7 @@ static void ctx_close(void *ctx)
     }
     close(x->wake_fd);
     pthread_mutex_destroy(&x->mu);
+    pthread_mutex_destroy(&x->id_mu);
     conf_free(&x->conf);
     free(x);
 }
@@ -985,8 +1103,10 @@ struct rl_node;
 struct redis_session {
     struct dlock_session base;
     struct redis_conf conf;
-    struct redis_ctx *ctx;  /* NULL for redlock */
+    struct redis_ctx *ctx;  /* NULL for redlock and in the floor */
     redisContext *rc;       /* single node */
+    uint64_t gen;           /* single node: its generation at connect */
+    char note[256];         /* a restart seen at connect, to log */
     redis_sha sha[SC_COUNT];
     struct redis_keys keys;
     uint64_t attempt_ns;    /* when the last acquire was sent */
@@ -994,6 +1114,15 @@ struct redis_session {
     struct rl_node *nodes;
     size_t nnodes, quorum;
 };
+
+/* Log a restart seen while connecting, once (open() cannot log yet). */
+static void rs_log_note(struct redis_session *rs)
+{
+    if (rs->note[0] != '\0') {
+        dlock_session_log(&rs->base, DLOCK_LOG_WARN, "%s", rs->note);
+        rs->note[0] = '\0';
+    }
+}
 
 static int rs_io_error(struct redis_session *rs, int code, const char *op)
 {
@@ -1091,14 +1220,21 @@ static int redis_open(struct dlock_session **out, const struct dlock_uri *uri,
          * a release message cannot come (pub/sub down). */
         rs->base.retry_min_ms = 5;
         rs->base.retry_max_ms = 1000;
+        struct server_info info;
         rs->rc = redis_connect(&rs->conf, &rs->conf.hosts[0],
-                               rs->conf.timeout_ms, rs->sha, err, errlen,
-                               &code);
+                               rs->conf.timeout_ms, rs->sha, &info, err,
+                               errlen, &code);
         if (rs->rc == NULL) {
             conf_free(&rs->conf);
             free(rs);
             return code;
         }
+        rs->gen = ident_seen(rs->ctx, 0, &info, rs->note, sizeof rs->note);
+        /* [B-WATCH-1]: the moment this connection ends (a restart closes
+         * it), core puts the client's locks in doubt and renews them at
+         * once; the renewal, on a new connection, finds whether the
+         * server still has them. */
+        dlock_session_watch(&rs->base, rs->rc->fd);
     }
     *out = &rs->base;
     return DLOCK_OK;
@@ -1108,8 +1244,10 @@ static void redis_close(struct dlock_session *s)
 {
     struct redis_session *rs = (struct redis_session *)s;
 
-    if (rs->rc != NULL)
+    if (rs->rc != NULL) {
+        dlock_session_watch(s, -1);
         redisFree(rs->rc);
+    }
     rl_close_nodes(rs);
     keys_free(&rs->keys);
     conf_free(&rs->conf);
@@ -1138,6 +1276,7 @@ static int redis_acquire(struct dlock_session *s,
     redisReply *r;
 
     (void)deadline_ms; /* no native wait: core waits through wait() */
+    rs_log_note(rs);
     if (keys_make(&rs->keys, &rs->conf, req->name, req->name_len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     if (rs->conf.mode == MODE_REDLOCK)
@@ -1167,6 +1306,7 @@ static int redis_acquire(struct dlock_session *s,
     freeReplyObject(r);
     if (ok == 1) {
         grant->fence = (uint64_t)val;
+        grant->word[0] = rs->gen; /* the server's life it was granted in */
         return DLOCK_OK;
     }
     /* PTTL 0 or -2: the key expires (or expired) right now, and an expiry
@@ -1198,6 +1338,7 @@ static int redis_wait(struct dlock_session *s,
     uint64_t gen0, epoch0;
     int rc = DLOCK_OK;
 
+    rs_log_note(rs);
     if (x == NULL || max_ms == 0)
         return DLOCK_OK;
     if (keys_make(&rs->keys, &rs->conf, req->name, req->name_len) != 0)
@@ -1290,6 +1431,27 @@ out:
     return rc;
 }
 
+/* A renewal's verdict on one item from the script's answer (1: extended).
+ * A lock granted in an earlier life of the server (it restarted since:
+ * its run_id changed) was kept only if the server persisted it; then it
+ * carries on in this life. */
+static int renew_verdict(struct redis_session *rs, struct dlock_grant *g,
+                         bool extended)
+{
+    if (extended) {
+        g->word[0] = rs->gen;
+        return DLOCK_OK;
+    }
+    if (g->word[0] != rs->gen)
+        return dlock_session_error(
+            &rs->base, DLOCK_ELOST,
+            "the server restarted since the lock was taken (its run_id "
+            "changed) and has forgotten it (no persistence)");
+    return dlock_session_error(&rs->base, DLOCK_ELOST,
+                               "the lock is gone or held by another owner "
+                               "(its lease ran out, or the server lost it)");
+}
+
 /* Renew n leases in one round trip: every script appended, then n replies
  * read [5: watchdog batching]. */
 static int redis_renew(struct dlock_session *s, struct dlock_renewal *items,
@@ -1299,6 +1461,7 @@ static int redis_renew(struct dlock_session *s, struct dlock_renewal *items,
     char lease[16];
     int redo = 0;
 
+    rs_log_note(rs);
     if (rs->conf.mode == MODE_REDLOCK)
         return rl_renew(rs, items, n);
     for (size_t i = 0; i < n; i++) {
@@ -1330,13 +1493,9 @@ static int redis_renew(struct dlock_session *s, struct dlock_renewal *items,
         if (is_noscript(r)) {
             items[i].result = DLOCK_EBUSY; /* marker: run again below */
             redo = 1;
-        } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
-            items[i].result = DLOCK_OK;
         } else if (r->type == REDIS_REPLY_INTEGER) {
-            items[i].result = dlock_session_error(
-                s, DLOCK_ELOST,
-                "the lock is gone or held by another owner (its lease ran "
-                "out, or the server lost it)");
+            items[i].result =
+                renew_verdict(rs, items[i].grant, r->integer == 1);
         } else {
             items[i].result = rs_reply_error(rs, r);
         }
@@ -1361,12 +1520,9 @@ static int redis_renew(struct dlock_session *s, struct dlock_renewal *items,
         r = rs_script(rs, SC_RENEW, 1, 3, args, lens);
         if (r == NULL)
             return rs_io_error(rs, DLOCK_ECONNECT, "renew");
-        items[i].result =
-            r->type == REDIS_REPLY_INTEGER && r->integer == 1
-                ? DLOCK_OK
-                : dlock_session_error(s, DLOCK_ELOST,
-                                      "the lock is gone or held by another "
-                                      "owner");
+        items[i].result = renew_verdict(
+            rs, items[i].grant,
+            r->type == REDIS_REPLY_INTEGER && r->integer == 1);
         freeReplyObject(r);
     }
     return DLOCK_OK;
@@ -1383,7 +1539,7 @@ static int redis_release(struct dlock_session *s,
     redisReply *r;
     int code;
 
-    (void)grant;
+    rs_log_note(rs);
     if (keys_make(&rs->keys, &rs->conf, req->name, req->name_len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     if (rs->conf.mode == MODE_REDLOCK)
@@ -1408,6 +1564,11 @@ static int redis_release(struct dlock_session *s,
         code = rs_reply_error(rs, r);
     else if (r->integer >= 0 && (r->integer == 1 || rs->conf.mode == MODE_HASH))
         code = DLOCK_OK;
+    else if (grant->word[0] != rs->gen)
+        code = dlock_session_error(s, DLOCK_ELOST,
+                                   "not released: the server restarted "
+                                   "since the lock was taken (its run_id "
+                                   "changed) and had forgotten it");
     else
         code = dlock_session_error(s, DLOCK_ENOTOWNER,
                                    "not released: the lock is free or "
@@ -1432,6 +1593,7 @@ static int redis_inspect(struct dlock_session *s, const char *name,
     redisReply *r[3] = {NULL, NULL, NULL};
     int code = DLOCK_OK;
 
+    rs_log_note(rs);
     if (keys_make(&rs->keys, &rs->conf, name, len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     if (rs->conf.mode == MODE_REDLOCK)
@@ -1536,7 +1698,7 @@ static void rl_reconnect(struct redis_session *rs, bool force)
         if (nd->rc != NULL || (!force && now < nd->retry_at))
             continue;
         nd->rc = redis_connect(&rs->conf, &rs->conf.hosts[i],
-                               rs->conf.node_timeout_ms, rs->sha, err,
+                               rs->conf.node_timeout_ms, rs->sha, NULL, err,
                                sizeof err, &code);
         if (nd->rc == NULL)
             rl_node_down(nd, err);
@@ -2017,7 +2179,7 @@ static int redis_floor(const struct dlock_uri *uri, const char *name,
         goto out;
     }
     rs.rc = redis_connect(&rs.conf, &rs.conf.hosts[0], rs.conf.timeout_ms,
-                          rs.sha, err, errlen, &code);
+                          rs.sha, NULL, err, errlen, &code);
     if (rs.rc == NULL) {
         rc = code;
         goto out;

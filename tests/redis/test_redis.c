@@ -63,6 +63,24 @@ static void ctl(const char *fmt, ...)
         fail_msg("%s failed", cmd);
 }
 
+/* The PID of a test server ("redis", "redis5 3"). */
+static pid_t server_pid(const char *which)
+{
+    char cmd[512], out[32] = "";
+    const char *c = getenv("DLOCK_TEST_SERVERCTL");
+    FILE *p;
+
+    assert_non_null(c);
+    snprintf(cmd, sizeof cmd, "'%s' pid %s", c, which);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    if (fgets(out, sizeof out, p) == NULL)
+        out[0] = '\0';
+    pclose(p);
+    assert_true(atoi(out) > 0);
+    return (pid_t)atoi(out);
+}
+
 /* A raw hiredis connection to the single test server. */
 static redisContext *raw(void)
 {
@@ -525,26 +543,57 @@ static void note_lost(dlock_lock *lk, int code, const char *why, void *p)
     atomic_fetch_add(&a_lost, 1);
 }
 
+/* Polls dlock_held() every millisecond and notes when it first says no. */
+struct held_watch {
+    dlock_lock *lk;
+    atomic_bool stop;
+    atomic_llong off_ms; /* 0 until seen */
+};
+
+static void *held_watch_main(void *arg)
+{
+    struct held_watch *hw = arg;
+    for (int i = 0; i < 60000 && !atomic_load(&hw->stop); i++) {
+        if (!dlock_held(hw->lk)) {
+            atomic_store(&hw->off_ms, h_now_ms());
+            break;
+        }
+        h_sleep_ms(1);
+    }
+    return NULL;
+}
+
 /*
  * A waiter survives a server restart. With the lock saved to disk before
  * the restart (what persistence gives), the holder keeps it through the
- * restart and the waiter gets it when the holder releases. Without
- * persistence the restart frees every lock: the holder is told (on_lost)
- * and the waiter takes it.
+ * restart (in doubt until a renewal finds its key) and the waiter gets it
+ * when the holder releases. Without persistence the restart frees every
+ * lock: the holder must stop believing it holds at once, not at its next
+ * renewal (a third of the 30 s lease here), and before the waiter can be
+ * granted the lock; then it is told (on_lost: the renewal on a new
+ * connection finds the server restarted and the key gone), and its
+ * release says DLOCK_ELOST. Both modes; the restart is a clean one
+ * (setnx) or a crash (hash: SIGKILL, timed from the kill itself).
  */
 static void faults__server_restart_survived_by_waiter(void **state)
 {
-    for (int persist = 1; persist >= 0; persist--) {
+    (void)state;
+    for (int run = 0; run < 4; run++) {
+        int persist = run % 2 == 0, hash = run >= 2;
         const char *name = h_name("restart");
-        dlock_client *ca = h_client(uri), *cb = h_client(uri);
-        dlock_lock *a = new_lock(ca, name, 3000, note_lost, NULL);
+        const char *u = h_uri_with(hash ? "mode=hash" : "mode=setnx");
+        dlock_client *ca = h_client(u), *cb = h_client(u);
+        dlock_lock *a = new_lock(ca, name, persist ? 3000 : 30000, note_lost,
+                                 NULL);
+        struct held_watch hw = {.lk = a};
         struct waiter w = {0};
         redisContext *rc;
-        int64_t released;
-        pthread_t t;
+        int64_t t0;
+        pthread_t t, th;
 
-        (void)state;
         atomic_store(&a_lost, 0);
+        atomic_store(&hw.off_ms, 0);
+        atomic_store(&hw.stop, false);
         assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
         w.lk = new_lock(cb, name, 0, NULL, NULL);
         w.timeout = 30000;
@@ -555,23 +604,49 @@ static void faults__server_restart_survived_by_waiter(void **state)
             rc = raw();
             freeReplyObject(rcmd(rc, "SAVE"));
             redisFree(rc);
-        }
-        ctl("restart redis");
-        if (persist) {
+            ctl("restart redis");
             h_sleep_ms(2500); /* the waiter is back and waiting */
             assert_int_equal(atomic_load(&w.rc), 1);
             assert_true(dlock_held(a));
             assert_int_equal(atomic_load(&a_lost), 0);
-            released = h_now_ms();
+            t0 = h_now_ms();
             assert_int_equal(dlock_release(a), DLOCK_OK);
             pthread_join(t, NULL);
             assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
-            assert_true(atomic_load(&w.done_ms) >= released);
+            assert_true(atomic_load(&w.done_ms) >= t0);
         } else {
+            pthread_create(&th, NULL, held_watch_main, &hw);
+            assert_true(dlock_held(a));
+            if (!hash) {
+                t0 = h_now_ms();
+                ctl("restart redis");
+            } else {
+                pid_t srv = server_pid("redis");
+                t0 = h_now_ms();
+                assert_int_equal(kill(srv, SIGKILL), 0);
+                ctl("start redis");
+            }
             pthread_join(t, NULL);
             assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
-            for (int i = 0; i < 300 && atomic_load(&a_lost) == 0; i++)
-                h_sleep_ms(20);
+            for (int i = 0; i < 1000 && atomic_load(&a_lost) == 0; i++)
+                h_sleep_ms(10);
+            /* The watcher has seen it by now (lost implies not held). */
+            for (int i = 0; i < 100 && atomic_load(&hw.off_ms) == 0; i++)
+                h_sleep_ms(10);
+            atomic_store(&hw.stop, true);
+            pthread_join(th, NULL);
+            fprintf(stderr,
+                    "  %s, %s: held 0 after %lld ms, waiter granted after "
+                    "%lld ms\n",
+                    hash ? "hash" : "setnx",
+                    hash ? "SIGKILL and start" : "ctl restart",
+                    atomic_load(&hw.off_ms)
+                        ? (long long)(atomic_load(&hw.off_ms) - t0)
+                        : -1LL,
+                    (long long)(atomic_load(&w.done_ms) - t0));
+            /* Stopped believing before the other client was granted. */
+            assert_true(atomic_load(&hw.off_ms) != 0);
+            assert_true(atomic_load(&hw.off_ms) <= atomic_load(&w.done_ms));
             assert_int_equal(atomic_load(&a_lost), 1);
             assert_false(dlock_held(a));
             assert_int_equal(dlock_release(a), DLOCK_ELOST);
