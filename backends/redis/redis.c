@@ -64,12 +64,15 @@ extern const struct dlock_backend dlock__backend_redis;
 /* A subscribed channel nobody waits on is kept this long: a waiter that
  * wakes, loses the race and waits again finds it still subscribed. */
 #define LINGER_MS 2000
+/* restart_delay's upper bound: a day, far past any sane lease. */
+#define RESTART_DELAY_MAX_MS (24u * 3600u * 1000u)
 
 enum redis_mode { MODE_SETNX = 0, MODE_HASH = 1, MODE_REDLOCK = 2 };
 static const char *const mode_names[] = {"setnx", "hash", "redlock", NULL};
 
-static const char *const redis_params[] = {"mode", "redlock", "drift",
-                                           "node_timeout", NULL};
+static const char *const redis_params[] = {"mode",         "redlock",
+                                           "drift",        "node_timeout",
+                                           "restart_delay", NULL};
 static const char *const redis_aliases[] = {"redlock", NULL};
 
 /* ---- configuration from the URI ----------------------------------------- */
@@ -88,6 +91,8 @@ struct redis_conf {
     uint32_t timeout_ms;      /* each command and connect */
     uint32_t node_timeout_ms; /* redlock: one round on all nodes */
     uint32_t drift_ms;        /* redlock: fixed part of the clock drift */
+    uint32_t lease_ms;        /* the URI's lease= */
+    uint32_t restart_delay_ms; /* redlock: 0 = no delayed restart */
     char ns[SEG_MAX + 1];     /* setnx/redlock: escaped namespace */
     char *raw_ns;             /* hash: the namespace as given, or NULL */
 };
@@ -214,13 +219,26 @@ static int conf_parse(struct redis_conf *cf, const struct dlock_uri *u,
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "drift: at most 60s, got %u ms", v);
     cf->drift_ms = v;
-    if (!redlock && (dlock_uri_param(u, "node_timeout") != NULL ||
-                     dlock_uri_param(u, "drift") != NULL))
+    /* restart_delay: how long a restarted node stays out of the quorum
+     * (see "Redlock" below); 0 turns the delayed restart off. */
+    cf->lease_ms = u->lease_ms;
+    if ((rc = dlock_uri_duration(u, "restart_delay", u->lease_ms, &v, err,
+                                 errlen)) != DLOCK_OK)
+        return rc;
+    if (v > RESTART_DELAY_MAX_MS)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "%s: only for redlock",
-                            dlock_uri_param(u, "drift") != NULL
-                                ? "drift"
-                                : "node_timeout");
+                            "restart_delay: at most 24h (the longest lease "
+                            "any client takes on these nodes), got %u ms",
+                            v);
+    cf->restart_delay_ms = v;
+    {
+        static const char *const only_redlock[] = {"node_timeout", "drift",
+                                                   "restart_delay"};
+        for (size_t i = 0; !redlock && i < 3; i++)
+            if (dlock_uri_param(u, only_redlock[i]) != NULL)
+                return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                    "%s: only for redlock", only_redlock[i]);
+    }
     if (redlock && cf->db != 0)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "db: not supported with redlock");
@@ -768,12 +786,13 @@ struct redis_ctx {
     struct chan *chans;
     pthread_t thread;
     bool started, stop;
-    int wake_fd;            /* eventfd: work for the thread */
+    int wake_fd;            /* eventfd: work for the thread; -1 redlock */
     uint64_t epoch;         /* bumped when a connect attempt fails */
     bool connected;
     /* Who the servers are, under id_mu. */
     pthread_mutex_t id_mu;
     struct server_ident ident[REDLOCK_NODES_MAX];
+    uint32_t longest_lease_ms; /* of every lease this client asked for */
 };
 
 static int ctx_open(void **out, const struct dlock_uri *uri, char *err,
@@ -790,14 +809,10 @@ static int ctx_open(void **out, const struct dlock_uri *uri, char *err,
         free(x);
         return rc;
     }
-    if (x->conf.mode == MODE_REDLOCK) {
-        /* Redlock waiters poll: no pub/sub context. */
-        conf_free(&x->conf);
-        free(x);
-        return DLOCK_OK;
-    }
-    x->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (x->wake_fd < 0) {
+    x->wake_fd = -1;
+    /* Redlock waiters poll: no pub/sub thread, only the identities. */
+    if (x->conf.mode != MODE_REDLOCK &&
+        (x->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
         conf_free(&x->conf);
         free(x);
         return dlock_errorf(err, errlen, DLOCK_ERROR, "eventfd: %s",
@@ -805,6 +820,7 @@ static int ctx_open(void **out, const struct dlock_uri *uri, char *err,
     }
     for (size_t i = 0; i < REDLOCK_NODES_MAX; i++)
         x->ident[i].up_since_ms = INT64_MIN;
+    x->longest_lease_ms = x->conf.lease_ms;
     pthread_mutex_init(&x->mu, NULL);
     pthread_mutex_init(&x->id_mu, NULL);
     *out = x;
@@ -863,6 +879,9 @@ static uint64_t ident_seen(struct redis_ctx *x, size_t i,
 static void ctx_wake(struct redis_ctx *x)
 {
     uint64_t one = 1;
+
+    if (x->wake_fd < 0)
+        return;
     /* EAGAIN: the counter is already non-zero, the thread will wake. */
     (void)!write(x->wake_fd, &one, sizeof one);
 }
@@ -1089,7 +1108,8 @@ static void ctx_close(void *ctx)
         x->chans = c->next;
         chan_free(c);
     }
-    close(x->wake_fd);
+    if (x->wake_fd >= 0)
+        close(x->wake_fd);
     pthread_mutex_destroy(&x->mu);
     pthread_mutex_destroy(&x->id_mu);
     conf_free(&x->conf);
@@ -1103,7 +1123,7 @@ struct rl_node;
 struct redis_session {
     struct dlock_session base;
     struct redis_conf conf;
-    struct redis_ctx *ctx;  /* NULL for redlock and in the floor */
+    struct redis_ctx *ctx;  /* the client's (NULL in the floor) */
     redisContext *rc;       /* single node */
     uint64_t gen;           /* single node: its generation at connect */
     char note[256];         /* a restart seen at connect, to log */
@@ -1645,6 +1665,21 @@ done:
  * node costs at most node_timeout. A node that did not answer in time is
  * disconnected (its replies would come later, out of step) and retried
  * with backoff on a later call.
+ *
+ * Delayed restarts (the Redlock paper's answer to nodes without
+ * persistence). A node that restarts comes back empty: a lock that had
+ * exactly a majority, this node included, would be free on a majority at
+ * once, while its holder still believes it holds. So a node counts for
+ * nothing, neither for an acquire nor for a renewal, until it has been up
+ * for longer than any lease taken on it: restart_delay, raised to the
+ * longest lease this client has asked for. Every holder's belief rests on
+ * a grant or renewal sent before the restart, and ends within one lease
+ * of it, before the node counts again. The client reads each node's
+ * run_id and uptime (INFO server, in the connect round trip); a run_id
+ * unlike the one seen before is a restart too, whatever its uptime (a
+ * server replaced behind the address), counted from when it was seen. An
+ * excluded node still gets every command (it learns new locks, and
+ * releases), and its "not yours" counts: it has lost the key for good.
  */
 struct rl_node {
     redisContext *rc;  /* NULL while down */
@@ -1654,7 +1689,7 @@ struct rl_node {
     size_t got;        /* replies read in the current round */
     redisReply **rep;  /* [ncmds] of the current round */
     size_t repcap;
-    char err[160];     /* why it is down, for messages */
+    char err[320];     /* why it is down, for messages */
 };
 
 static void rl_node_down(struct rl_node *nd, const char *why)
@@ -1686,24 +1721,132 @@ static void rl_close_nodes(struct redis_session *rs)
     rs->nodes = NULL;
 }
 
-/* Reconnect the nodes that are down and due. */
+/* The restart delay in force: restart_delay=, raised to the longest lease
+ * this client has asked for; 0 when turned off. Under id_mu. */
+static uint32_t rl_delay_locked(const struct redis_ctx *x)
+{
+    if (x->conf.restart_delay_ms == 0)
+        return 0;
+    return x->conf.restart_delay_ms > x->longest_lease_ms
+               ? x->conf.restart_delay_ms
+               : x->longest_lease_ms;
+}
+
+/* Remember a lease asked for: it raises the restart delay for good. */
+static void rl_note_lease(struct redis_session *rs, uint32_t lease_ms)
+{
+    struct redis_ctx *x = rs->ctx;
+
+    if (x == NULL)
+        return;
+    pthread_mutex_lock(&x->id_mu);
+    if (lease_ms > x->longest_lease_ms)
+        x->longest_lease_ms = lease_ms;
+    pthread_mutex_unlock(&x->id_mu);
+}
+
+/*
+ * Which nodes count at now (bit i for node i), and, in *wait_ms, how long
+ * until the first one left out counts (0 if none). Clocks: up_since is a
+ * bound on the server's clock brought to ours; the drift allowance of a
+ * lease (1 % + drift=) is added for the rates of the two.
+ */
+static uint32_t rl_counting(struct redis_session *rs, int64_t now,
+                            int64_t *wait_ms, uint32_t *delay_out)
+{
+    struct redis_ctx *x = rs->ctx;
+    uint32_t mask = 0, delay;
+    int64_t wait = 0;
+
+    *wait_ms = 0;
+    *delay_out = 0;
+    if (x == NULL)
+        return (uint32_t)((1u << rs->nnodes) - 1);
+    pthread_mutex_lock(&x->id_mu);
+    delay = rl_delay_locked(x);
+    for (size_t i = 0; i < rs->nnodes; i++) {
+        const struct server_ident *id = &x->ident[i];
+        int64_t since, from;
+        if (delay == 0) {
+            mask |= 1u << i;
+            continue;
+        }
+        if (id->run_id[0] == '\0')
+            continue; /* never reached: it cannot have answered */
+        since = id->up_since_ms > id->changed_ms ? id->up_since_ms
+                                                 : id->changed_ms;
+        from = since + (int64_t)delay + delay / 100 + rs->conf.drift_ms;
+        if (now >= from)
+            mask |= 1u << i;
+        else if (wait == 0 || from - now < wait)
+            wait = from - now;
+    }
+    pthread_mutex_unlock(&x->id_mu);
+    *wait_ms = wait;
+    *delay_out = delay;
+    return mask;
+}
+
+/*
+ * Reconnect the nodes that are down and due, reading who each one is.
+ * With fewer than a majority connected every call would fail: then every
+ * node is tried at once, backoff or not (a round that timed out on a
+ * loaded machine must not make the next call fail unsent).
+ */
 static void rl_reconnect(struct redis_session *rs, bool force)
 {
+    struct pollfd pf[REDLOCK_NODES_MAX];
     int64_t now = dlock_now_ms();
-    char err[200];
+    char err[400], note[256];
+    size_t up = 0;
     int code;
 
+    /* A connection between rounds has nothing to say: anything to read
+     * is its end (a node that restarted closed it). Find those now, in
+     * one poll that does not wait, rather than lose the node for the
+     * coming round. */
+    for (size_t i = 0; i < rs->nnodes; i++) {
+        pf[i].fd = rs->nodes[i].rc != NULL ? rs->nodes[i].rc->fd : -1;
+        pf[i].events = POLLIN | POLLRDHUP;
+        pf[i].revents = 0;
+    }
+    if (poll(pf, (nfds_t)rs->nnodes, 0) > 0)
+        for (size_t i = 0; i < rs->nnodes; i++)
+            if (pf[i].revents != 0) {
+                rl_node_down(&rs->nodes[i], "the node closed the "
+                                            "connection");
+                rs->nodes[i].retry_at = 0; /* at once */
+            }
+    for (size_t i = 0; i < rs->nnodes; i++)
+        up += rs->nodes[i].rc != NULL;
+    if (up < rs->quorum)
+        force = true;
     for (size_t i = 0; i < rs->nnodes; i++) {
         struct rl_node *nd = &rs->nodes[i];
+        struct server_info info;
         if (nd->rc != NULL || (!force && now < nd->retry_at))
             continue;
         nd->rc = redis_connect(&rs->conf, &rs->conf.hosts[i],
-                               rs->conf.node_timeout_ms, rs->sha, NULL, err,
+                               rs->conf.node_timeout_ms, rs->sha, &info, err,
                                sizeof err, &code);
-        if (nd->rc == NULL)
+        if (nd->rc == NULL) {
             rl_node_down(nd, err);
-        else
-            nd->backoff = 0;
+            continue;
+        }
+        if (info.run_id[0] == '\0' && rs->conf.restart_delay_ms != 0) {
+            snprintf(err, sizeof err,
+                     "%s:%d: %s; the delayed restart needs run_id and "
+                     "uptime (allow INFO, or restart_delay=0 where every "
+                     "write is persisted)",
+                     rs->conf.hosts[i].host, rs->conf.hosts[i].port,
+                     info.why);
+            rl_node_down(nd, err);
+            continue;
+        }
+        ident_seen(rs->ctx, i, &info, note, sizeof note);
+        if (note[0] != '\0')
+            snprintf(rs->note, sizeof rs->note, "%s", note);
+        nd->backoff = 0;
     }
 }
 
@@ -1867,13 +2010,16 @@ static void rl_cmd_script(struct rl_cmd *c, struct redis_session *rs,
     c->argc = 3 + nargs;
 }
 
-/* The first reason a node is down, for messages. */
-static const char *rl_why(struct redis_session *rs)
+/* " (the first reason a node is down)", or "", for messages. */
+static const char *rl_why(struct redis_session *rs, char *buf, size_t cap)
 {
+    buf[0] = '\0';
     for (size_t i = 0; i < rs->nnodes; i++)
-        if (rs->nodes[i].rc == NULL && rs->nodes[i].err[0] != '\0')
-            return rs->nodes[i].err;
-    return "";
+        if (rs->nodes[i].rc == NULL && rs->nodes[i].err[0] != '\0') {
+            snprintf(buf, cap, " (%s)", rs->nodes[i].err);
+            break;
+        }
+    return buf;
 }
 
 /* Release on every node, answers ignored: after a failed acquire. */
@@ -1890,20 +2036,52 @@ static void rl_undo(struct redis_session *rs, const struct dlock_request *req)
     rl_free_replies(rs);
 }
 
+/* Connect what is down and due, and log a restart seen doing so. */
+static void rl_prepare(struct redis_session *rs)
+{
+    rl_reconnect(rs, false);
+    rs_log_note(rs);
+}
+
+/* What the nodes that answered a round in full said about one item:
+ * yes/no counted, and yes/no of nodes still in their restart delay. */
+struct rl_tally {
+    size_t yes, no, late_yes, late_no;
+};
+
+/* "…; N of them restarted less than D ms ago (restart_delay) and count
+ * again in W ms", or "" when no answer was left out. */
+static const char *rl_late_text(char *buf, size_t cap,
+                                const struct rl_tally *t, uint32_t delay,
+                                int64_t wait_ms)
+{
+    if (t->late_yes + t->late_no == 0)
+        return "";
+    snprintf(buf, cap,
+             "; %zu of them restarted less than %u ms ago and count "
+             "again in %lld ms (restart_delay: a restarted node has "
+             "forgotten its locks)",
+             t->late_yes + t->late_no, delay, (long long)wait_ms);
+    return buf;
+}
+
 static int rl_acquire(struct redis_session *rs,
                       const struct dlock_request *req,
                       struct dlock_grant *grant, uint32_t *retry_ms)
 {
     struct rl_cmd c;
-    char lease[16];
+    struct rl_tally t = {0, 0, 0, 0};
+    char lease[16], late[200], why[360];
     const char *args[3];
     size_t lens[3];
-    size_t yes = 0, no = 0;
     long long min_ttl = -1;
-    int64_t start, elapsed, drift, validity;
+    int64_t start, elapsed, drift, validity, wait_ms;
     uint64_t start_ns;
+    uint32_t counted, delay;
 
-    rl_reconnect(rs, false);
+    rl_prepare(rs);
+    /* Before the round: from now on this lease is one the delay covers. */
+    rl_note_lease(rs, req->lease_ms);
     snprintf(lease, sizeof lease, "%u", req->lease_ms);
     args[0] = rs->keys.lock.p, lens[0] = rs->keys.lock.len;
     args[1] = req->owner, lens[1] = req->owner_len;
@@ -1915,17 +2093,19 @@ static int rl_acquire(struct redis_session *rs,
                  start_ns + (uint64_t)rs->conf.node_timeout_ms * 1000000u) <
         0)
         return dlock_session_error(&rs->base, DLOCK_ENOMEM, "out of memory");
+    counted = rl_counting(rs, dlock_now_ms(), &wait_ms, &delay);
     for (size_t i = 0; i < rs->nnodes; i++) {
         struct rl_node *nd = &rs->nodes[i];
+        bool counts = (counted >> i) & 1u;
         long long ok, val;
         if (nd->got != 1)
             continue;
         if (reply_pair(nd->rep[0], &ok, &val) != 0)
             continue; /* an error reply counts as no answer */
         if (ok == 1) {
-            yes++;
+            *(counts ? &t.yes : &t.late_yes) += 1;
         } else {
-            no++;
+            *(counts ? &t.no : &t.late_no) += 1;
             if (val > 0 && (min_ttl < 0 || val < min_ttl))
                 min_ttl = val;
         }
@@ -1935,7 +2115,7 @@ static int rl_acquire(struct redis_session *rs,
     elapsed = dlock_now_ms() - start;
     drift = (int64_t)req->lease_ms / 100 + rs->conf.drift_ms;
     validity = (int64_t)req->lease_ms - elapsed - drift;
-    if (yes >= rs->quorum && validity > 0) {
+    if (t.yes >= rs->quorum && validity > 0) {
         int64_t end = start + (int64_t)req->lease_ms - drift;
         if (end < grant->expires_ms)
             grant->expires_ms = end;
@@ -1943,16 +2123,18 @@ static int rl_acquire(struct redis_session *rs,
         return DLOCK_OK;
     }
     /* Not held: take back what we got, so others need not wait a lease. */
-    if (yes > 0)
+    if (t.yes + t.late_yes > 0)
         rl_undo(rs, req);
-    if (yes + no < rs->quorum)
+    if (t.yes + t.no < rs->quorum)
         return dlock_session_error(
             &rs->base, DLOCK_ECONNECT,
             "%zu of %zu nodes answered within %u ms, a majority is "
-            "%zu (%s)",
-            yes + no, rs->nnodes, rs->conf.node_timeout_ms, rs->quorum,
-            rl_why(rs));
-    if (yes >= rs->quorum) /* a majority, but too slow to be valid */
+            "%zu%s%s",
+            t.yes + t.no + t.late_yes + t.late_no, rs->nnodes,
+            rs->conf.node_timeout_ms, rs->quorum,
+            rl_late_text(late, sizeof late, &t, delay, wait_ms),
+            rl_why(rs, why, sizeof why));
+    if (t.yes >= rs->quorum) /* a majority, but too slow to be valid */
         return DLOCK_EBUSY;
     if (min_ttl > 0)
         *retry_ms = min_ttl > UINT32_MAX ? UINT32_MAX : (uint32_t)min_ttl;
@@ -1965,10 +2147,12 @@ static int rl_renew(struct redis_session *rs, struct dlock_renewal *items,
     struct rl_cmd *cmds;
     struct buf *keys;
     char (*leases)[16];
+    char late[200], why[360];
     uint64_t start_ns;
-    int64_t start;
+    int64_t start, wait_ms;
+    uint32_t counted, delay;
 
-    rl_reconnect(rs, false);
+    rl_prepare(rs);
     cmds = calloc(n, sizeof *cmds);
     keys = calloc(n, sizeof *keys);
     leases = calloc(n, sizeof *leases);
@@ -1994,6 +2178,7 @@ static int rl_renew(struct redis_session *rs, struct dlock_renewal *items,
             return dlock_session_error(&rs->base, DLOCK_ENOMEM,
                                        "out of memory");
         }
+        rl_note_lease(rs, req->lease_ms);
         snprintf(leases[i], sizeof leases[i], "%u", req->lease_ms);
         args[0] = keys[i].p, lens[0] = keys[i].len;
         args[1] = req->owner, lens[1] = req->owner_len;
@@ -2004,40 +2189,48 @@ static int rl_renew(struct redis_session *rs, struct dlock_renewal *items,
     start = (int64_t)(start_ns / 1000000u);
     rl_round(rs, cmds, n,
              start_ns + (uint64_t)rs->conf.node_timeout_ms * 1000000u);
+    counted = rl_counting(rs, dlock_now_ms(), &wait_ms, &delay);
     for (size_t i = 0; i < n; i++) {
-        size_t yes = 0, no = 0;
+        struct rl_tally t = {0, 0, 0, 0};
         int64_t drift = (int64_t)items[i].req->lease_ms / 100 +
                         rs->conf.drift_ms;
         for (size_t k = 0; k < rs->nnodes; k++) {
             struct rl_node *nd = &rs->nodes[k];
+            bool counts = (counted >> k) & 1u;
             if (nd->got != n)
                 continue;
             if (nd->rep[i]->type != REDIS_REPLY_INTEGER)
                 continue;
             if (nd->rep[i]->integer == 1)
-                yes++;
+                *(counts ? &t.yes : &t.late_yes) += 1;
             else
-                no++;
+                *(counts ? &t.no : &t.late_no) += 1;
         }
-        if (yes >= rs->quorum &&
+        if (t.yes >= rs->quorum &&
             (int64_t)items[i].req->lease_ms - (dlock_now_ms() - start) -
                     drift > 0) {
             int64_t end = start + (int64_t)items[i].req->lease_ms - drift;
             if (end < items[i].grant->expires_ms)
                 items[i].grant->expires_ms = end;
             items[i].result = DLOCK_OK;
-        } else if (rs->nnodes - no < rs->quorum) {
-            /* A majority says "not yours": it cannot come back. */
+        } else if (rs->nnodes - (t.no + t.late_no) < rs->quorum) {
+            /* A majority says "not yours": it cannot come back (a node in
+             * its restart delay that says so has lost the key too). */
             items[i].result = dlock_session_error(
                 &rs->base, DLOCK_ELOST,
                 "%zu of %zu nodes say the lock is gone or another "
-                "owner's",
-                no, rs->nnodes);
+                "owner's%s",
+                t.no + t.late_no, rs->nnodes,
+                t.late_no > 0 ? " (some of them restarted: without "
+                                "persistence a restart forgets the lock)"
+                              : "");
         } else {
             items[i].result = dlock_session_error(
                 &rs->base, DLOCK_ECONNECT,
-                "renewed on %zu of %zu nodes, a majority is %zu (%s)",
-                yes, rs->nnodes, rs->quorum, rl_why(rs));
+                "renewed on %zu of %zu nodes, a majority is %zu%s%s",
+                t.yes + t.late_yes, rs->nnodes, rs->quorum,
+                rl_late_text(late, sizeof late, &t, delay, wait_ms),
+                rl_why(rs, why, sizeof why));
         }
     }
     rl_free_replies(rs);
@@ -2057,8 +2250,9 @@ static int rl_release(struct redis_session *rs,
     size_t lens[3] = {rs->keys.lock.len, rs->keys.channel.len,
                       req->owner_len};
     size_t deleted = 0, answered = 0;
+    char why[360];
 
-    rl_reconnect(rs, false);
+    rl_prepare(rs);
     rl_cmd_script(&c, rs, SC_RELEASE, 2, 3, args, lens);
     rl_round(rs, &c, 1,
              dlock_now_ns() + (uint64_t)rs->conf.node_timeout_ms * 1000000u);
@@ -2074,9 +2268,9 @@ static int rl_release(struct redis_session *rs,
         return DLOCK_OK;
     if (answered == 0)
         return dlock_session_error(&rs->base, DLOCK_ECONNECT,
-                                   "no node answered (%s); the "
+                                   "no node answered%s; the "
                                    "lock ends with its lease",
-                                   rl_why(rs));
+                                   rl_why(rs, why, sizeof why));
     return dlock_session_error(&rs->base, DLOCK_ENOTOWNER,
                                "on no node: the lock is free or "
                                "another owner's (our lease ran out)");
@@ -2088,6 +2282,7 @@ static int rl_inspect(struct redis_session *rs, const char *name, size_t len,
     struct rl_cmd c[2];
     size_t held = 0, answered = 0;
     long long min_ttl = -1;
+    char why[360];
 
     (void)name;
     (void)len;
@@ -2116,8 +2311,9 @@ static int rl_inspect(struct redis_session *rs, const char *name, size_t len,
     rl_free_replies(rs);
     if (answered < rs->quorum)
         return dlock_session_error(&rs->base, DLOCK_ECONNECT,
-                                   "%zu of %zu nodes answered (%s)",
-                                   answered, rs->nnodes, rl_why(rs));
+                                   "%zu of %zu nodes answered%s",
+                                   answered, rs->nnodes,
+                                   rl_why(rs, why, sizeof why));
     out->held = held >= rs->quorum ? 1 : held == 0 ? 0 : -1;
     if (out->held != 1)
         out->owner[0] = '\0';
