@@ -1359,8 +1359,8 @@ static int redis_wait(struct dlock_session *s,
     int rc = DLOCK_OK;
 
     rs_log_note(rs);
-    if (x == NULL || max_ms == 0)
-        return DLOCK_OK;
+    if (x == NULL || rs->conf.mode == MODE_REDLOCK || max_ms == 0)
+        return DLOCK_OK; /* Redlock has no NOTIFY: core never asks */
     if (keys_make(&rs->keys, &rs->conf, req->name, req->name_len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     ck = &rs->keys.channel;
