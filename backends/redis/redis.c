@@ -1721,8 +1721,9 @@ static void rl_close_nodes(struct redis_session *rs)
     rs->nodes = NULL;
 }
 
-/* The restart delay in force: restart_delay=, raised to the longest lease
- * this client has asked for; 0 when turned off. Under id_mu. */
+/* The restart delay in force: restart_delay=, raised to the URI's lease
+ * and the longest lease this client has asked for (longest_lease_ms starts
+ * at the URI's); 0 when turned off. Under id_mu. */
 static uint32_t rl_delay_locked(const struct redis_ctx *x)
 {
     if (x->conf.restart_delay_ms == 0)
