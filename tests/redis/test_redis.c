@@ -1309,12 +1309,22 @@ static void rl_wait_usable(const char *u, uint32_t max_ms)
     dlock_client_close(c);
 }
 
-/* Kill (crash, no persistence: they come back empty) and start nodes, all
- * at once; nodes is a list of 1-based indexes. */
-static void rl_crash_restart(const int *nodes, size_t n)
+/* The PIDs of Redlock nodes (1-based indexes), for rl_crash_restart. */
+static void rl_pids(const int *nodes, size_t n, pid_t *out)
+{
+    char which[32];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(which, sizeof which, "redis5 %d", nodes[i]);
+        out[i] = server_pid(which);
+    }
+}
+
+/* Crash nodes (SIGKILL, all within microseconds; no persistence: they
+ * come back empty) whose PIDs rl_pids() gave, and start them again. */
+static void rl_crash_restart(const int *nodes, const pid_t *pids, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        ctl("kill redis5 %d", nodes[i]);
+        assert_int_equal(kill(pids[i], SIGKILL), 0);
     for (size_t i = 0; i < n; i++)
         ctl("start-nowait redis5 %d", nodes[i]);
     for (size_t i = 0; i < n; i++)
@@ -1337,6 +1347,7 @@ static void redlock__restarted_nodes_sit_out_their_delay(void **state)
     char ua[1200], uoff[1200], name[64];
     dlock_client *ch, *cb, *coff;
     dlock_lock *h, *b, *off, *other;
+    pid_t srv[3];
     int64_t crashed, got;
     int rc;
 
@@ -1348,7 +1359,16 @@ static void redlock__restarted_nodes_sit_out_their_delay(void **state)
     ch = h_client(ua);
     cb = h_client(ua);
     coff = h_client(uoff);
-    h = new_lock(ch, name, 0, NULL, NULL);
+    {
+        /* No watchdog: a renewal of h's between the crash and the checks
+         * below would already find it lost (as it should), and hide the
+         * two holders this test shows without the delay. A 4 s lease: no
+         * longer than b's delay. */
+        dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+        o.lease_ms = 4000;
+        o.flags = DLOCK_LOCK_NO_WATCHDOG;
+        assert_int_equal(dlock_lock_new(&h, ch, name, &o), DLOCK_OK);
+    }
     b = new_lock(cb, name, 0, NULL, NULL);
     off = new_lock(coff, name, 0, NULL, NULL);
     /* b's client once asked for a 4 s lease: its delay is 4 s now. */
@@ -1358,8 +1378,9 @@ static void redlock__restarted_nodes_sit_out_their_delay(void **state)
     assert_int_equal(dlock_acquire(h, 0), DLOCK_OK);
     assert_int_equal(dlock_try_acquire(b), DLOCK_EBUSY);
 
+    rl_pids(three, 3, srv);
     crashed = h_now_ms();
-    rl_crash_restart(three, 3);
+    rl_crash_restart(three, srv, 3);
     /* Without the delay: granted while h holds. */
     rc = dlock_acquire(off, 3000);
     fprintf(stderr, "  restart_delay=0 after the restart: %d (%s)\n", rc,
@@ -1401,9 +1422,11 @@ static void redlock__restarted_nodes_sit_out_their_delay(void **state)
 
 /*
  * Child "rlhist NAME DIR DELAY" (DELAY "on" or "off": restart_delay=0):
- * take NAME again and again with a 6 s lease, hold it ~1.4 s and, while
+ * take NAME again and again with a 6 s lease, hold it ~1.8 s and, while
  * dlock_held() says yes, do a read-modify-write of the unfenced counter
- * DIR/counter. Log one line per holding to DIR/log-<pid>:
+ * DIR/counter. Each holding writes its start to DIR/current (the nemesis
+ * waits for one to crash nodes under it). Log one line per holding to
+ * DIR/log-<pid>:
  *   "<t0> <t_end> <wrote>"
  * t0 when acquire returned, t_end the last dlock_held() sample that still
  * said yes (CLOCK_MONOTONIC ms, one clock for all processes), wrote 1 if
@@ -1411,7 +1434,7 @@ static void redlock__restarted_nodes_sit_out_their_delay(void **state)
  */
 static int rlhist_child(char **args)
 {
-    char u[1200], path[320], stop[320], cpath[320];
+    char u[1200], path[320], stop[320], cpath[320], cur[320];
     dlock_client *c;
     dlock_lock *lk;
     FILE *log;
@@ -1429,6 +1452,7 @@ static int rlhist_child(char **args)
     snprintf(path, sizeof path, "%s/log-%d", args[1], (int)getpid());
     snprintf(stop, sizeof stop, "%s/stop", args[1]);
     snprintf(cpath, sizeof cpath, "%s/counter", args[1]);
+    snprintf(cur, sizeof cur, "%s/current", args[1]);
     log = fopen(path, "w");
     if (log == NULL)
         return 4;
@@ -1441,7 +1465,12 @@ static int rlhist_child(char **args)
             continue;
         }
         t0 = t_end = h_now_ms();
-        h_sleep_ms(700);
+        {
+            char text[32];
+            snprintf(text, sizeof text, "%lld\n", (long long)t0);
+            write_file(cur, text);
+        }
+        h_sleep_ms(900);
         if (dlock_held(lk)) {
             char text[32] = "0";
             FILE *f;
@@ -1463,7 +1492,7 @@ static int rlhist_child(char **args)
             wrote = 1;
             if (dlock_held(lk)) {
                 t_end = h_now_ms();
-                h_sleep_ms(700);
+                h_sleep_ms(900);
                 if (dlock_held(lk))
                     t_end = h_now_ms();
             }
@@ -1549,7 +1578,7 @@ static struct history history_check(const char *dir, const pid_t *pids,
 }
 
 /*
- * Four processes contend (6 s leases, ~1.4 s holdings) while three of the
+ * Four processes contend (6 s leases, ~1.8 s holdings) while three of the
  * five nodes crash and come back empty, several times: the common setup
  * with no persistence. Overlaps are found from the processes' logged held
  * windows (dlock_held() samples) and the unfenced counter, not from
@@ -1565,8 +1594,8 @@ static void rl_history(bool delay, int cycles, struct history *out)
     static const int sets[][3] = {{1, 2, 3}, {3, 4, 5}, {1, 4, 5},
                                   {2, 3, 4}, {1, 2, 5}, {2, 4, 5}};
     const char *name;
-    char dir[300], path[320], u[1200];
-    pid_t pids[4];
+    char dir[300], path[320], u[1200], seen[32] = "", now_text[32];
+    pid_t pids[4], srv[3];
     int done = 0;
 
     /* The nodes a previous test restarted count again first. */
@@ -1580,11 +1609,21 @@ static void rl_history(bool delay, int cycles, struct history *out)
     h_sleep_ms(1500);
     if (measure)
         cycles = atoi(env);
+    snprintf(path, sizeof path, "%s/current", dir);
     for (int k = 0; k < cycles; k++) {
-        /* A random moment in a holding (holdings are back to back; the
-         * crash and restart take ~0.5 s). */
-        h_sleep_ms(200 + (uint32_t)(rand() % 1000));
-        rl_crash_restart(sets[k % 6], 3);
+        rl_pids(sets[k % 6], 3, srv);
+        /* Crash as a holding begins (within ~20 ms: the poll), so that
+         * it still runs when the nodes are back (~0.5 s, more when the
+         * machine is loaded), whatever the load; 5 s at most. */
+        if (read_file(path, seen, sizeof seen) == false)
+            seen[0] = '\0';
+        for (int i = 0; i < 250; i++) {
+            h_sleep_ms(20);
+            if (read_file(path, now_text, sizeof now_text) &&
+                strcmp(now_text, seen) != 0)
+                break;
+        }
+        rl_crash_restart(sets[k % 6], srv, 3);
         done++;
         /* Let the delay (the 6 s lease, up to 1 s of rounding) pass, and
          * the others hold again. */
