@@ -3,26 +3,38 @@
  * command, release when it exits. The watchdog keeps the lease alive; if the
  * lock is lost meanwhile the command gets SIGTERM (then SIGKILL after
  * --kill-after) and dlock exits 75, because its work is no longer protected.
+ *
+ * The command never runs without the lock. dlock forks a guard process
+ * (exec_guard.c) that keeps a copy of dlock's descriptors, starts the
+ * command and kills it and all it started when dlock dies, before those
+ * descriptors (and with them file and connection-bound locks) are freed.
+ * This file is dlock's side: options, the lock, and the loop that talks to
+ * the guard; if the guard dies, dlock kills the command itself.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "exec_guard.h"
 #include "tool.h"
 
 /* Written by the watchdog's on_lost and by signal handlers; read by the
  * main loop. One byte says which: 'L' lost, or the signal number. */
 static int events[2] = {-1, -1};
+
+/* The signals dlock passes on to the command's processes. */
+static const int caught[] = {SIGTERM, SIGINT, SIGHUP};
 
 static void exec_help(void)
 {
@@ -43,20 +55,54 @@ static void exec_help(void)
         "  --shared                  take a shared (reader) lock\n"
         "  --conflict-exit-code N    exit code when busy or timed out "
         "(default 1)\n"
-        "  --kill-after DUR          after a lost lock, SIGKILL the command "
-        "if it\n"
-        "                            has not exited DUR after SIGTERM "
-        "(default 10s)\n"
+        "  --kill-after DUR          SIGKILL what has not exited DUR after "
+        "its SIGTERM\n"
+        "                            (lost lock, or left running by "
+        "COMMAND;\n"
+        "                            default 10s)\n"
         "  -q, --quiet               no message on conflict\n"
         "\n"
         "Durations: 250ms, 5s, 1.5s, 2m, 1h, or 0.\n"
         "COMMAND sees DLOCK_NAME, DLOCK_FENCE (the fencing token: pass it to "
-        "the\nstorage you write to) and DLOCK_OWNER in its environment.\n"
+        "the\nstorage you write to) and DLOCK_OWNER in its environment, "
+        "and the\ndescriptors dlock was started with, no other.\n"
+        "\n"
+        "COMMAND never runs without the lock. A guard process between "
+        "dlock and\nCOMMAND holds dlock's lock descriptors and "
+        "connections, and everything\nCOMMAND starts stays below it, even "
+        "after its parent exits:\n"
+        "  COMMAND exits        what it left running gets SIGTERM (SIGKILL "
+        "after\n"
+        "                       --kill-after); then the lock is released.\n"
+        "  lock lost            COMMAND and all it started get SIGTERM "
+        "(SIGKILL after\n"
+        "                       --kill-after); exit 75.\n"
+        "  SIGTERM, SIGINT or   passed on to COMMAND and all it started; "
+        "dlock waits\n"
+        "  SIGHUP to dlock      for COMMAND, then as when it exits.\n"
+        "  dlock SIGKILLed      the guard SIGKILLs COMMAND and all it "
+        "started, reaps\n"
+        "  or crashes           them, then exits: only then are file and\n"
+        "                       connection-bound locks freed (a lease "
+        "expires after\n"
+        "                       its lease).\n"
+        "  guard killed         the kernel SIGKILLs COMMAND; dlock kills "
+        "the rest,\n"
+        "                       releases the lock and exits 70.\n"
+        "  service unreachable  COMMAND and all it started have ended; "
+        "dlock says so,\n"
+        "  at release           and the server frees the lock when its "
+        "lease or\n"
+        "                       connection ends.\n"
+        "COMMAND stays in dlock's process group, as under flock(1): the "
+        "terminal,\nCtrl-C and Ctrl-Z reach it as they reach dlock (while "
+        "dlock is stopped it\nrenews nothing, and a lease may run out).\n"
         "\n"
         "exit status: COMMAND's own (128+N if killed by signal N); 1 (or "
         "N) busy or\ntimed out; 64 bad option or URI; 69 the lock service "
-        "cannot be reached;\n70 other failure; 75 the lock was lost while "
-        "COMMAND ran; 126/127\nCOMMAND not executable / not found.\n");
+        "cannot be reached;\n70 other failure (the guard died); 75 the lock "
+        "was lost while COMMAND\nran; 126/127 COMMAND not executable / not "
+        "found.\n");
 }
 
 static void on_lost(dlock_lock *lk, int code, const char *why, void *payload)
@@ -73,116 +119,307 @@ static void on_lost(dlock_lock *lk, int code, const char *why, void *payload)
     }
 }
 
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *si, void *ctx)
 {
     char b = (char)sig;
     int saved = errno;
 
+    (void)ctx;
+    /* The terminal (Ctrl-C, a hangup) signals the whole foreground group,
+     * the command included: passing it on would make it twice. */
+    if (si != NULL && si->si_code == SI_KERNEL)
+        return;
     if (write(events[1], &b, 1) < 0) {
         /* As above. */
     }
     errno = saved;
 }
 
-static int64_t now_ms(void)
+static int cmp_int(const void *a, const void *b)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
 }
 
-static int child_status(int status)
+struct fd_list {
+    int *fds;
+    size_t n, cap;
+};
+
+static bool fd_list_add(struct fd_list *l, int fd)
 {
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return EXIT_SOFTWARE;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        int *more = realloc(l->fds, cap * sizeof *more);
+        if (more == NULL)
+            return false;
+        l->fds = more;
+        l->cap = cap;
+    }
+    l->fds[l->n++] = fd;
+    return true;
 }
 
-/* Fork and exec argv; 126/127 come back through a CLOEXEC pipe. */
-static pid_t spawn(char **argv, int *exec_errno)
+/* The descriptors open now, at dlock's start, ascending: what the caller
+ * passes on to the command. False if out of memory. */
+static bool inherited_fds(struct fd_list *l)
 {
-    int p[2];
-    pid_t pid;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    bool ok = true;
+
+    if (d == NULL) { /* no /proc: probe the first 1024 */
+        for (int fd = 0; fd < 1024 && ok; fd++)
+            if (fcntl(fd, F_GETFD) >= 0)
+                ok = fd_list_add(l, fd);
+    } else {
+        while (ok && (e = readdir(d)) != NULL) {
+            int fd = atoi(e->d_name);
+            if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && fd != dirfd(d))
+                ok = fd_list_add(l, fd);
+        }
+        closedir(d);
+    }
+    if (ok && l->n > 1)
+        qsort(l->fds, l->n, sizeof *l->fds, cmp_int);
+    return ok;
+}
+
+/* dlock's side of a running command. */
+struct run {
+    struct guard_setup gs;
+    pid_t guard;
+    int to_guard, from_guard;
+    bool lost, done;
+    int exec_errno, fork_errno;
+    int status; /* the command's wait status (GUARD_DONE), else the guard's */
+    struct fd_list inherited; /* gs.inherited points into it */
+};
+
+static void tell_guard(struct run *r, int kind, int a)
+{
+    struct guard_msg m = {kind, a, 0};
+    ssize_t w;
+
+    do
+        w = write(r->to_guard, &m, sizeof m);
+    while (w < 0 && errno == EINTR);
+    /* EPIPE (SIGPIPE is ignored): the guard is gone; the main loop finds
+     * out from its pipe's EOF. */
+}
+
+static bool ignored_at_start(const struct run *r, int sig)
+{
+    for (int i = 0; i < GUARD_NSIGNALS; i++)
+        if (guard_signals[i] == sig)
+            return r->gs.ignored[i];
+    return false;
+}
+
+/* Fork the guard, which starts the command. Returns 0, or an errno. */
+static int start_guard(struct run *r)
+{
+    int to[2], from[2], e;
+    sigset_t fwd, old;
+
+    if (pipe2(to, O_CLOEXEC) != 0)
+        return errno;
+    if (pipe2(from, O_CLOEXEC) != 0) {
+        e = errno;
+        close(to[0]);
+        close(to[1]);
+        return e;
+    }
+    r->gs.cmd_in = to[0];
+    r->gs.report_out = from[1];
+    r->gs.dlock_ends[0] = to[1];
+    r->gs.dlock_ends[1] = from[0];
+    /* If the guard dies, what it started is reparented to dlock, which
+     * then kills it. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    /* No handler of dlock's may run in the guard before it ignores the
+     * signals: block them across the fork (the guard unblocks them). */
+    sigemptyset(&fwd);
+    for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
+        sigaddset(&fwd, caught[i]);
+    pthread_sigmask(SIG_BLOCK, &fwd, &old);
+    r->guard = fork();
+    if (r->guard == 0)
+        guard_main(&r->gs);
+    e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(to[0]);
+    close(from[1]);
+    r->to_guard = to[1];
+    r->from_guard = from[0];
+    return r->guard < 0 ? e : 0;
+}
+
+static void read_reports(struct run *r, bool *eof)
+{
+    struct guard_msg m[16];
     ssize_t got;
 
-    *exec_errno = 0;
-    if (pipe2(p, O_CLOEXEC) != 0)
-        return -1;
-    pid = fork();
-    if (pid == 0) {
-        int e;
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        close(p[0]);
-        execvp(argv[0], argv);
-        e = errno;
-        if (write(p[1], &e, sizeof e) < 0)
-            _exit(127);
-        _exit(e == ENOENT ? 127 : 126);
+    got = read(r->from_guard, m, sizeof m);
+    if (got < 0 && errno == EINTR)
+        return;
+    if (got <= 0) {
+        *eof = true;
+        return;
     }
-    close(p[1]);
-    if (pid > 0) {
-        while ((got = read(p[0], exec_errno, sizeof *exec_errno)) < 0 &&
-               errno == EINTR)
-            ;
-        if (got != sizeof *exec_errno)
-            *exec_errno = 0;
+    for (size_t i = 0; i < (size_t)got / sizeof m[0]; i++) {
+        switch (m[i].kind) {
+        case GUARD_FORK_FAILED:
+            r->fork_errno = m[i].a;
+            break;
+        case GUARD_EXEC_FAILED:
+            r->exec_errno = m[i].a;
+            break;
+        case GUARD_DONE:
+            r->done = true;
+            r->status = m[i].a;
+            break;
+        default:
+            break;
+        }
     }
-    close(p[0]);
-    return pid;
 }
 
-/* Wait for the child, forwarding signals, reacting to a lost lock. */
-static int supervise(pid_t pid, uint32_t kill_after_ms, bool *lost)
+/* Until the guard exits: pass signals on, report a lost lock. */
+static void supervise(struct run *r)
 {
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    int64_t kill_at = -1;
-    int status;
+    bool eof = false;
+    int st = 0;
 
-    for (;;) {
-        struct pollfd fds[2] = {{events[0], POLLIN, 0}, {pidfd, POLLIN, 0}};
-        int timeout = pidfd >= 0 ? -1 : 50; /* old kernels: poll waitpid */
+    while (!eof) {
+        struct pollfd fds[2] = {{events[0], POLLIN, 0},
+                                {r->from_guard, POLLIN, 0}};
         char b;
-        pid_t w;
 
-        if (kill_at >= 0) {
-            int64_t left = kill_at - now_ms();
-            if (left <= 0) {
-                kill(pid, SIGKILL);
-                kill_at = -1;
-            } else if (timeout < 0 || left < timeout) {
-                timeout = (int)left;
-            }
-        }
-        if (poll(fds, pidfd >= 0 ? 2 : 1, timeout) < 0 && errno != EINTR)
+        if (poll(fds, 2, -1) < 0 && errno != EINTR)
             break;
         if (fds[0].revents & POLLIN) {
             while (read(events[0], &b, 1) == 1) {
-                if (b == 'L') {
-                    if (!*lost) {
-                        *lost = true;
-                        kill(pid, SIGTERM);
-                        kill_at = now_ms() + kill_after_ms;
-                    }
-                } else {
-                    kill(pid, (int)b); /* pass SIGTERM, SIGINT, SIGHUP on */
+                if (b != 'L') {
+                    tell_guard(r, GUARD_SIGNAL, b);
+                } else if (!r->lost) {
+                    r->lost = true;
+                    tell_guard(r, GUARD_TERMINATE, 0);
                 }
             }
         }
-        w = waitpid(pid, &status, WNOHANG);
-        if (w == pid)
-            break;
-        if (w < 0 && errno != EINTR) {
-            status = EXIT_SOFTWARE << 8;
-            break;
-        }
+        if (fds[1].revents != 0)
+            read_reports(r, &eof);
     }
-    if (pidfd >= 0)
-        close(pidfd);
-    return status;
+    while (waitpid(r->guard, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!r->done)
+        r->status = st; /* the guard's, for the message */
+}
+
+/* The guard died before the command's end: the command got SIGKILL from
+ * the kernel (its parent-death signal), and it and all it started are now
+ * below dlock (a subreaper) or on their way. SIGKILL and reap them all. */
+static void kill_orphans(void)
+{
+    static pid_t walk[4096];
+
+    for (;;) {
+        int n = guard_descendants(getpid(), walk, 4096);
+        pid_t r;
+
+        for (int i = 0; i < n; i++)
+            kill(walk[i], SIGKILL);
+        while ((r = waitpid(-1, NULL, WNOHANG)) > 0)
+            ;
+        if (r < 0 && errno == ECHILD)
+            return;
+        poll(NULL, 0, 10);
+    }
+}
+
+/* Run the command under a guard; its exit code as dlock reports it. */
+static int run_command(struct run *r, const char *what)
+{
+    int e;
+
+    e = start_guard(r);
+    if (e != 0) {
+        tool_err("exec", "fork: %s", strerror(e));
+        return EXIT_SOFTWARE;
+    }
+    supervise(r);
+    close(r->to_guard);
+    close(r->from_guard);
+    if (!r->done && r->fork_errno != 0) {
+        tool_err("exec", "cannot start the command: %s",
+                 strerror(r->fork_errno));
+        return EXIT_SOFTWARE;
+    }
+    if (!r->done) {
+        kill_orphans();
+        if (WIFSIGNALED(r->status))
+            tool_err("exec",
+                     "the guard process %d was killed by signal %d; "
+                     "the command and all it started were killed",
+                     (int)r->guard, WTERMSIG(r->status));
+        else
+            tool_err("exec",
+                     "the guard process %d exited early (status %d); "
+                     "the command and all it started were killed",
+                     (int)r->guard, WEXITSTATUS(r->status));
+        return EXIT_SOFTWARE;
+    }
+    if (r->exec_errno != 0) {
+        tool_err("exec", "%s: %s", what, strerror(r->exec_errno));
+        return r->exec_errno == ENOENT ? 127 : 126;
+    }
+    if (WIFEXITED(r->status))
+        return WEXITSTATUS(r->status);
+    if (WIFSIGNALED(r->status))
+        return 128 + WTERMSIG(r->status);
+    return EXIT_SOFTWARE;
+}
+
+/* What the command gets back from dlock's start: the descriptors, the
+ * signal mask and which of guard_signals were ignored. */
+static bool start_state(struct run *r)
+{
+    struct sigaction sa;
+
+    memset(r, 0, sizeof *r);
+    if (!inherited_fds(&r->inherited)) {
+        tool_err("exec", "out of memory");
+        free(r->inherited.fds);
+        return false;
+    }
+    r->gs.inherited = r->inherited.fds;
+    r->gs.n_inherited = r->inherited.n;
+    pthread_sigmask(SIG_BLOCK, NULL, &r->gs.mask);
+    for (int i = 0; i < GUARD_NSIGNALS; i++)
+        r->gs.ignored[i] = sigaction(guard_signals[i], NULL, &sa) == 0 &&
+                           sa.sa_handler == SIG_IGN;
+    return true;
+}
+
+/* Catch the signals to pass on, unless ignored when dlock started (nohup,
+ * or a background job of a shell without job control): the command then
+ * ignores them too, as it would without dlock. SIGPIPE is ignored so that a
+ * write to a dead guard fails instead of killing dlock. */
+static void catch_signals(struct run *r)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
+    sa.sa_sigaction = on_signal;
+    for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
+        if (!ignored_at_start(r, caught[i]))
+            sigaction(caught[i], &sa, NULL);
+    sa.sa_flags = 0;
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
 }
 
 static int exec_run(int argc, char **argv)
@@ -201,13 +438,13 @@ static int exec_run(int argc, char **argv)
     const char *uri = NULL, *name;
     uint32_t timeout = DLOCK_WAIT_FOREVER, lease = 0, kill_after = 10000;
     unsigned long conflict = EXIT_CONFLICT;
-    bool quiet = false, lost = false;
+    bool quiet = false;
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     dlock_client *c = NULL;
     dlock_lock *lk = NULL;
     char fence[32];
-    int opt, rc, exec_errno, status, code;
-    pid_t pid;
+    struct run r;
+    int opt, rc, code;
 
     optind = 1;
     opterr = 0;
@@ -264,23 +501,26 @@ static int exec_run(int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    if (!start_state(&r))
+        return EXIT_SOFTWARE;
+    code = EXIT_SOFTWARE;
     if (pipe2(events, O_CLOEXEC | O_NONBLOCK) != 0) {
         tool_err("exec", "pipe: %s", strerror(errno));
-        return EXIT_SOFTWARE;
+        goto out;
     }
     rc = dlock_client_open(&c, uri, NULL);
     if (rc != DLOCK_OK) {
         tool_err("exec", "%s", dlock_client_errmsg(c));
-        dlock_client_close(c);
-        return tool_exit_for(rc);
+        code = tool_exit_for(rc);
+        goto out;
     }
     lo.lease_ms = lease;
     lo.on_lost = on_lost;
     rc = dlock_lock_new(&lk, c, name, &lo);
     if (rc != DLOCK_OK) {
         tool_err("exec", "NAME: %s", dlock_client_errmsg(c));
-        dlock_client_close(c);
-        return tool_exit_for(rc);
+        code = tool_exit_for(rc);
+        goto out;
     }
     rc = dlock_acquire(lk, timeout);
     if (rc != DLOCK_OK) {
@@ -288,43 +528,33 @@ static int exec_run(int argc, char **argv)
                                                           : tool_exit_for(rc);
         if (!quiet || code != (int)conflict)
             tool_err("exec", "%s", dlock_lock_errmsg(lk));
-        dlock_lock_free(lk);
-        dlock_client_close(c);
-        return code;
+        goto out;
     }
 
     snprintf(fence, sizeof fence, "%" PRIu64, dlock_fence(lk));
     setenv("DLOCK_NAME", name, 1);
     setenv("DLOCK_FENCE", fence, 1);
     setenv("DLOCK_OWNER", dlock_lock_owner(lk), 1);
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
-    signal(SIGHUP, on_signal);
-
-    pid = spawn(argv + optind, &exec_errno);
-    if (pid < 0 || exec_errno != 0) {
-        int e = pid < 0 ? errno : exec_errno;
-        tool_err("exec", "%s: %s", argv[optind], strerror(e));
-        if (pid > 0)
-            waitpid(pid, NULL, 0);
-        code = pid < 0 ? EXIT_SOFTWARE : e == ENOENT ? 127 : 126;
-    } else {
-        status = supervise(pid, kill_after, &lost);
-        code = child_status(status);
-    }
+    catch_signals(&r);
+    r.gs.argv = argv + optind;
+    r.gs.kill_after_ms = kill_after;
+    code = run_command(&r, argv[optind]);
 
     rc = dlock_release(lk);
-    if (lost || rc == DLOCK_ELOST || rc == DLOCK_ENOTOWNER) {
-        if (!lost)
+    if (r.lost || rc == DLOCK_ELOST || rc == DLOCK_ENOTOWNER) {
+        if (!r.lost)
             tool_err("exec", "%s", dlock_lock_errmsg(lk));
         code = EXIT_LOST;
     } else if (rc != DLOCK_OK) {
-        /* The command ran protected; the release itself failed, and the
-         * server frees the lock when its lease or connection ends. */
+        /* The command and all it started have ended; the release itself
+         * failed, and the server frees the lock when its lease or
+         * connection ends. */
         tool_err("exec", "%s", dlock_lock_errmsg(lk));
     }
+out:
     dlock_lock_free(lk);
     dlock_client_close(c);
+    free(r.inherited.fds);
     return code;
 }
 

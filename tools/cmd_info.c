@@ -94,9 +94,9 @@ static void print_window(const dlock_info *info)
     } else if (caps & DLOCK_CAP_LEASE) {
         printf("  a lease of %" PRIu32 " ms: the server frees it when it "
                "runs out unrenewed; the holder\n  believes it holds only "
-               "until the lease after its last confirmed request, and\n"
-               "  while a connection it watches has just dropped, until a "
-               "renewal confirms it.\n",
+               "until the lease after its last confirmed request, and,\n"
+               "  where the mode watches its connections, not while one has "
+               "just dropped,\n  until a renewal confirms it.\n",
                info->lease_ms);
     } else {
         printf("  no bound: the lock is held until it is released.\n");

@@ -36,6 +36,10 @@
  * inspect); Redlock; the raw floor; the table.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -43,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,12 +64,15 @@ extern const struct dlock_backend dlock__backend_redis;
 /* A subscribed channel nobody waits on is kept this long: a waiter that
  * wakes, loses the race and waits again finds it still subscribed. */
 #define LINGER_MS 2000
+/* restart_delay's upper bound: a day, far past any sane lease. */
+#define RESTART_DELAY_MAX_MS (24u * 3600u * 1000u)
 
 enum redis_mode { MODE_SETNX = 0, MODE_HASH = 1, MODE_REDLOCK = 2 };
 static const char *const mode_names[] = {"setnx", "hash", "redlock", NULL};
 
-static const char *const redis_params[] = {"mode", "redlock", "drift",
-                                           "node_timeout", NULL};
+static const char *const redis_params[] = {"mode",         "redlock",
+                                           "drift",        "node_timeout",
+                                           "restart_delay", NULL};
 static const char *const redis_aliases[] = {"redlock", NULL};
 
 /* ---- configuration from the URI ----------------------------------------- */
@@ -83,6 +91,8 @@ struct redis_conf {
     uint32_t timeout_ms;      /* each command and connect */
     uint32_t node_timeout_ms; /* redlock: one round on all nodes */
     uint32_t drift_ms;        /* redlock: fixed part of the clock drift */
+    uint32_t lease_ms;        /* the URI's lease= */
+    uint32_t restart_delay_ms; /* redlock: 0 = no delayed restart */
     char ns[SEG_MAX + 1];     /* setnx/redlock: escaped namespace */
     char *raw_ns;             /* hash: the namespace as given, or NULL */
 };
@@ -209,13 +219,26 @@ static int conf_parse(struct redis_conf *cf, const struct dlock_uri *u,
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "drift: at most 60s, got %u ms", v);
     cf->drift_ms = v;
-    if (!redlock && (dlock_uri_param(u, "node_timeout") != NULL ||
-                     dlock_uri_param(u, "drift") != NULL))
+    /* restart_delay: how long a restarted node stays out of the quorum
+     * (see "Redlock" below); 0 turns the delayed restart off. */
+    cf->lease_ms = u->lease_ms;
+    if ((rc = dlock_uri_duration(u, "restart_delay", u->lease_ms, &v, err,
+                                 errlen)) != DLOCK_OK)
+        return rc;
+    if (v > RESTART_DELAY_MAX_MS)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "%s: only for redlock",
-                            dlock_uri_param(u, "drift") != NULL
-                                ? "drift"
-                                : "node_timeout");
+                            "restart_delay: at most 24h (the longest lease "
+                            "any client takes on these nodes), got %u ms",
+                            v);
+    cf->restart_delay_ms = v;
+    {
+        static const char *const only_redlock[] = {"node_timeout", "drift",
+                                                   "restart_delay"};
+        for (size_t i = 0; !redlock && i < 3; i++)
+            if (dlock_uri_param(u, only_redlock[i]) != NULL)
+                return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                    "%s: only for redlock", only_redlock[i]);
+    }
     if (redlock && cf->db != 0)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "db: not supported with redlock");
@@ -243,33 +266,42 @@ static int conf_parse(struct redis_conf *cf, const struct dlock_uri *u,
 enum { SC_ACQUIRE = 0, SC_RELEASE = 1, SC_RENEW = 2, SC_COUNT = 3 };
 
 /*
- * The fencing counter starts from the server's clock in microseconds the
- * first time it is created, and counts up by one per grant from there.
- * A counter that is lost (a restart without persistence, an eviction, a
- * failover to a replica that had not seen it) is created again from the
- * clock, which is past every token handed out before as long as grants
- * came slower than one per microsecond and the server's clock did not
- * step back: so tokens keep growing across a data loss instead of
- * restarting at 1.
+ * Every grant's token is max(counter + 1, the server's clock in
+ * microseconds), and the counter is set to it. Both halves matter:
+ *   - the counter alone would start again at 1 after it is lost (a restart
+ *     without persistence, an eviction, a failover to a replica that had
+ *     not seen it), and would go back to an old value when the server
+ *     restarts from an RDB snapshot taken before the last grants;
+ *   - the clock alone would repeat or go back when the server's clock is
+ *     set back.
+ * So tokens grow across a data loss as long as grants come slower than one
+ * per microsecond (each is a round trip) and the clock did not step back,
+ * and across a clock step as long as the counter was kept.
+ * Leaves the token in the local `fence`.
  */
 #define FENCE_NEXT                                                          \
-    "if redis.call('exists', KEYS[2]) == 0 then "                           \
-    "  local t = redis.call('time') "                                      \
-    "  redis.call('set', KEYS[2], t[1] .. string.format('%06d', "          \
-    "tonumber(t[2]))) "                                                    \
+    "local t = redis.call('time') "                                        \
+    "local now = t[1] .. string.format('%06d', tonumber(t[2])) "           \
+    "local fence = redis.call('incr', KEYS[2]) "                           \
+    "if fence < tonumber(now) then "                                       \
+    "  redis.call('set', KEYS[2], now) "                                   \
+    "  fence = tonumber(now) "                                             \
     "end "
 
 /* setnx. KEYS: lock, fence. ARGV: owner, lease ms.
- * -> {1, fence} granted, {0, pttl} busy. A key already ours is the
- * attempt before this one whose reply was lost: granted again. */
+ * -> {1, fence} granted, {0, pttl} busy. A key already ours is an earlier
+ * grant of this handle that the server still has: the attempt before this
+ * one whose reply was lost, or a release that ended in doubt and never
+ * reached the server. It is granted again, with a new token: every grant
+ * gets a token above every earlier one, and a lost reply only skips one. */
 static const char sc_setnx_acquire[] =
-    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then "
-    FENCE_NEXT
-    "  return {1, redis.call('incr', KEYS[2])} "
+    "local ours = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) "
+    "if not ours and redis.call('get', KEYS[1]) == ARGV[1] then "
+    "  ours = redis.call('pexpire', KEYS[1], ARGV[2]) "
     "end "
-    "if redis.call('get', KEYS[1]) == ARGV[1] then "
-    "  redis.call('pexpire', KEYS[1], ARGV[2]) "
-    "  return {1, tonumber(redis.call('get', KEYS[2]) or '0')} "
+    "if ours then "
+    FENCE_NEXT
+    "  return {1, fence} "
     "end "
     "return {0, redis.call('pttl', KEYS[1])}";
 
@@ -294,17 +326,16 @@ static const char sc_setnx_renew[] =
 /* hash (Redisson RLock + RFencedLock's token). KEYS: name, token.
  * ARGV: lease ms, field. -> {1, token} or {0, pttl}. dlock never asks
  * the server twice for one holding (core counts reentrant levels), so a
- * field already ours is a retry of a lost reply and is not counted up. */
+ * field already ours is an earlier grant the server still has (a lost
+ * reply, a release in doubt): its count stays 1, and, as in RFencedLock,
+ * the token grows with every grant. */
 static const char sc_hash_acquire[] =
-    "if redis.call('exists', KEYS[1]) == 0 then "
-    "  redis.call('hincrby', KEYS[1], ARGV[2], 1) "
+    "local held = redis.call('exists', KEYS[1]) == 1 "
+    "if not held or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
+    "  if not held then redis.call('hincrby', KEYS[1], ARGV[2], 1) end "
     "  redis.call('pexpire', KEYS[1], ARGV[1]) "
     FENCE_NEXT
-    "  return {1, redis.call('incr', KEYS[2])} "
-    "end "
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
-    "  redis.call('pexpire', KEYS[1], ARGV[1]) "
-    "  return {1, tonumber(redis.call('get', KEYS[2]) or '0')} "
+    "  return {1, fence} "
     "end "
     "return {0, redis.call('pttl', KEYS[1])}";
 
@@ -372,36 +403,158 @@ static const char *io_text(const redisContext *rc, char *buf, size_t cap,
     return rc->errstr[0] != '\0' ? rc->errstr : "I/O error";
 }
 
+/* Wait for a non-blocking connect to finish; 0 or an errno value. */
+static int connect_wait(int fd, int64_t deadline_ms)
+{
+    for (;;) {
+        int64_t left = deadline_ms - dlock_now_ms();
+        struct pollfd p = {fd, POLLOUT, 0};
+        int n, e = 0;
+        socklen_t len = sizeof e;
+
+        if (left <= 0)
+            return ETIMEDOUT;
+        n = poll(&p, 1, (int)left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return errno;
+        if (n == 0)
+            return ETIMEDOUT;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+            return errno;
+        return e;
+    }
+}
+
 /*
- * Connect to one server: TCP with timeout, then AUTH, SELECT and SCRIPT
- * LOAD of the mode's scripts in one pipelined round trip. sha (if not NULL)
- * gets the scripts' digests. On failure returns NULL, err says why and
- * *code is DLOCK_ECONNECT (unreachable, no answer) or DLOCK_ERROR (the
- * server refused: bad password, bad database).
+ * A TCP connection to a, made here rather than by hiredis so that the
+ * descriptor is close-on-exec from its birth [B-EXEC-1]: hiredis 0.14
+ * creates its sockets without SOCK_CLOEXEC, and setting the flag after
+ * the connect would leave a window in which another thread's fork+exec
+ * inherits the connection. Tries each address getaddrinfo gives until
+ * timeout_ms; returns a blocking descriptor with TCP_NODELAY (as hiredis
+ * sets), or -1 with why filled.
+ */
+static int tcp_connect(const struct redis_node_addr *a, uint32_t timeout_ms,
+                       char *why, size_t cap)
+{
+    struct addrinfo hints, *res = NULL, *ai;
+    int64_t deadline = dlock_now_ms() + timeout_ms;
+    char port[8];
+    int fd = -1, e = ECONNREFUSED, gai, one = 1;
+
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    snprintf(port, sizeof port, "%d", a->port);
+    if ((gai = getaddrinfo(a->host, port, &hints, &res)) != 0) {
+        snprintf(why, cap, "%s", gai_strerror(gai));
+        return -1;
+    }
+    for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family,
+                    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                    ai->ai_protocol);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            e = 0;
+        else
+            e = errno == EINPROGRESS ? connect_wait(fd, deadline) : errno;
+        if (e != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        snprintf(why, cap, "%s", strerror(e));
+        return -1;
+    }
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        snprintf(why, cap, "fcntl: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* Who answered on a new connection, from INFO server. */
+struct server_info {
+    char run_id[41];    /* "" when INFO was refused or had none */
+    uint32_t uptime_s;  /* uptime_in_seconds */
+    int64_t at_ms;      /* dlock_now_ms() when the reply was read */
+    char why[128];      /* why run_id is "" */
+};
+
+/* Fill in from INFO server's "key:value\r\n" lines. */
+static void info_parse(struct server_info *in, const char *text)
+{
+    const char *p = strstr(text, "\nrun_id:");
+    const char *u = strstr(text, "\nuptime_in_seconds:");
+    size_t n = 0;
+
+    if (p != NULL) {
+        p += 8;
+        while (n < 40 && ((p[n] >= '0' && p[n] <= '9') ||
+                          (p[n] >= 'a' && p[n] <= 'f')))
+            n++;
+    }
+    if (n != 40 || u == NULL) {
+        snprintf(in->why, sizeof in->why,
+                 "INFO server has no run_id or uptime_in_seconds");
+        return;
+    }
+    memcpy(in->run_id, p, 40);
+    in->run_id[40] = '\0';
+    in->uptime_s = (uint32_t)strtoul(u + 19, NULL, 10);
+}
+
+/*
+ * Connect to one server: TCP with timeout, then AUTH, SELECT, SCRIPT LOAD
+ * of the mode's scripts and INFO server in one pipelined round trip. sha
+ * (if not NULL) gets the scripts' digests, info (if not NULL) who the
+ * server is. On failure returns NULL, err says why and *code is
+ * DLOCK_ECONNECT (unreachable, no answer) or DLOCK_ERROR (the server
+ * refused: bad password, bad database). A refused INFO (an ACL without
+ * it) is no failure here: info->run_id stays "" and the caller decides.
  */
 static redisContext *redis_connect(const struct redis_conf *cf,
                                    const struct redis_node_addr *a,
                                    uint32_t timeout_ms, redis_sha *sha,
-                                   char *err, size_t errlen, int *code)
+                                   struct server_info *info, char *err,
+                                   size_t errlen, int *code)
 {
     struct timeval tv = tv_ms(timeout_ms);
-    redisContext *rc = redisConnectWithTimeout(a->host, a->port, tv);
     const char *const *scripts = mode_scripts[cf->mode];
-    int nreplies = 0;
-    char dbs[16], tbuf[64];
+    const char *what[4 + SC_COUNT];
+    redisContext *rc;
+    int nreplies = 0, fd;
+    char dbs[16], tbuf[64], why[128];
 
     *code = DLOCK_ECONNECT;
-    if (rc == NULL) {
+    if (info != NULL)
+        memset(info, 0, sizeof *info);
+    fd = tcp_connect(a, timeout_ms, why, sizeof why);
+    if (fd < 0) {
+        dlock_errorf(err, errlen, DLOCK_ECONNECT, "connect to %s:%d: %s",
+                     a->host, a->port, why);
+        return NULL;
+    }
+    rc = redisConnectFd(fd);
+    if (rc == NULL || rc->err != 0) {
         dlock_errorf(err, errlen, DLOCK_ENOMEM,
                      "cannot allocate a redis context");
         *code = DLOCK_ENOMEM;
-        return NULL;
-    }
-    if (rc->err != 0) {
-        dlock_errorf(err, errlen, DLOCK_ECONNECT, "connect to %s:%d: %s",
-                     a->host, a->port, io_text(rc, tbuf, sizeof tbuf,
-                                               timeout_ms));
-        redisFree(rc);
+        if (rc != NULL)
+            redisFree(rc);
+        else
+            close(fd);
         return NULL;
     }
     redisSetTimeout(rc, tv);
@@ -410,22 +563,24 @@ static redisContext *redis_connect(const struct redis_conf *cf,
             redisAppendCommand(rc, "AUTH %s %s", cf->user, cf->password);
         else
             redisAppendCommand(rc, "AUTH %s", cf->password);
-        nreplies++;
+        what[nreplies++] = "AUTH";
     }
     if (cf->db != 0) {
         snprintf(dbs, sizeof dbs, "%u", cf->db);
         redisAppendCommand(rc, "SELECT %s", dbs);
-        nreplies++;
+        what[nreplies++] = "SELECT";
     }
     if (sha != NULL)
         for (int i = 0; i < SC_COUNT; i++) {
             redisAppendCommand(rc, "SCRIPT LOAD %s", scripts[i]);
-            nreplies++;
+            what[nreplies++] = "SCRIPT LOAD";
         }
-    for (int i = 0; i < nreplies; i++) {
+    if (info != NULL) {
+        redisAppendCommand(rc, "INFO server");
+        what[nreplies++] = "INFO";
+    }
+    for (int i = 0, script = 0; i < nreplies; i++) {
         redisReply *r = NULL;
-        const char *what;
-        int script = i - (nreplies - (sha != NULL ? SC_COUNT : 0));
 
         if (redisGetReply(rc, (void **)&r) != REDIS_OK || r == NULL) {
             dlock_errorf(err, errlen, DLOCK_ECONNECT, "%s:%d: %s", a->host,
@@ -433,19 +588,27 @@ static redisContext *redis_connect(const struct redis_conf *cf,
             redisFree(rc);
             return NULL;
         }
-        what = script >= 0 ? "SCRIPT LOAD"
-               : (cf->password != NULL && i == 0) ? "AUTH"
-                                                  : "SELECT";
+        if (strcmp(what[i], "INFO") == 0) {
+            info->at_ms = dlock_now_ms();
+            if (r->type == REDIS_REPLY_STRING)
+                info_parse(info, r->str);
+            else
+                snprintf(info->why, sizeof info->why, "INFO server: %s",
+                         r->type == REDIS_REPLY_ERROR ? r->str
+                                                      : "unexpected reply");
+            freeReplyObject(r);
+            continue;
+        }
         if (r->type == REDIS_REPLY_ERROR) {
             /* The server's own words; they never repeat the password. */
             dlock_errorf(err, errlen, DLOCK_ERROR, "%s:%d: %s: %s", a->host,
-                         a->port, what, r->str);
+                         a->port, what[i], r->str);
             *code = DLOCK_ERROR;
             freeReplyObject(r);
             redisFree(rc);
             return NULL;
         }
-        if (script >= 0) {
+        if (strcmp(what[i], "SCRIPT LOAD") == 0) {
             if (r->type != REDIS_REPLY_STRING || r->len != 40) {
                 dlock_errorf(err, errlen, DLOCK_ERROR,
                              "%s:%d: SCRIPT LOAD: unexpected reply",
@@ -456,7 +619,7 @@ static redisContext *redis_connect(const struct redis_conf *cf,
                 return NULL;
             }
             memcpy(sha[script], r->str, 40);
-            sha[script][40] = '\0';
+            sha[script++][40] = '\0';
         }
         freeReplyObject(r);
     }
@@ -602,15 +765,34 @@ struct chan {
     pthread_cond_t cv;
 };
 
+/*
+ * What a client knows of one server (a Redlock node, or the one server of
+ * setnx/hash): who it is (run_id, new at every start) and since when it
+ * has been up. Every new connection reads INFO server in its connect round
+ * trip, so this costs no round trip of its own.
+ */
+struct server_ident {
+    char run_id[41];     /* the last seen; "" until the first */
+    uint64_t gen;        /* how many times run_id changed: restarts seen */
+    int64_t up_since_ms; /* dlock_now_ms() clock: the latest moment the
+                            server can have started (INT64_MIN unknown) */
+    int64_t changed_ms;  /* when a new run_id was first seen, 0 never */
+};
+
 struct redis_ctx {
     struct redis_conf conf;
+    /* The pub/sub part (setnx, hash), under mu. */
     pthread_mutex_t mu;
     struct chan *chans;
     pthread_t thread;
     bool started, stop;
-    int wake_fd;            /* eventfd: work for the thread */
+    int wake_fd;            /* eventfd: work for the thread; -1 redlock */
     uint64_t epoch;         /* bumped when a connect attempt fails */
     bool connected;
+    /* Who the servers are, under id_mu. */
+    pthread_mutex_t id_mu;
+    struct server_ident ident[REDLOCK_NODES_MAX];
+    uint32_t longest_lease_ms; /* of every lease this client asked for */
 };
 
 static int ctx_open(void **out, const struct dlock_uri *uri, char *err,
@@ -627,27 +809,79 @@ static int ctx_open(void **out, const struct dlock_uri *uri, char *err,
         free(x);
         return rc;
     }
-    if (x->conf.mode == MODE_REDLOCK) {
-        /* Redlock waiters poll: no pub/sub context. */
-        conf_free(&x->conf);
-        free(x);
-        return DLOCK_OK;
-    }
-    x->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (x->wake_fd < 0) {
+    x->wake_fd = -1;
+    /* Redlock waiters poll: no pub/sub thread, only the identities. */
+    if (x->conf.mode != MODE_REDLOCK &&
+        (x->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
         conf_free(&x->conf);
         free(x);
         return dlock_errorf(err, errlen, DLOCK_ERROR, "eventfd: %s",
                             strerror(errno));
     }
+    for (size_t i = 0; i < REDLOCK_NODES_MAX; i++)
+        x->ident[i].up_since_ms = INT64_MIN;
+    x->longest_lease_ms = x->conf.lease_ms;
     pthread_mutex_init(&x->mu, NULL);
+    pthread_mutex_init(&x->id_mu, NULL);
     *out = x;
     return DLOCK_OK;
+}
+
+/*
+ * A new connection to server i answered INFO: record who it is. Returns
+ * the server's generation (restarts seen by this client); a restart is
+ * described in note (if not NULL; "" otherwise), for the session's log.
+ * in->run_id "" (INFO refused) changes nothing.
+ *
+ * uptime_in_seconds is whole seconds of the server's clock, both ends
+ * rounded down, so the server started at most (uptime - 1) s before it
+ * answered, and it answered before in->at_ms: in->at_ms - (uptime - 1) s
+ * is the latest moment it can have started. Each reading gives such a
+ * bound; the smallest is kept.
+ */
+static uint64_t ident_seen(struct redis_ctx *x, size_t i,
+                           const struct server_info *in, char *note,
+                           size_t cap)
+{
+    struct server_ident *id;
+    int64_t up;
+    uint64_t gen;
+
+    if (note != NULL)
+        note[0] = '\0';
+    if (x == NULL)
+        return 0;
+    id = &x->ident[i];
+    pthread_mutex_lock(&x->id_mu);
+    if (in->run_id[0] != '\0') {
+        up = in->at_ms - ((int64_t)in->uptime_s - 1) * 1000;
+        if (id->run_id[0] != '\0' && strcmp(id->run_id, in->run_id) != 0) {
+            if (note != NULL)
+                snprintf(note, cap,
+                         "redis: %s:%d restarted (run_id %.8s... is now "
+                         "%.8s..., up %u s): it has forgotten every lock "
+                         "it did not persist",
+                         x->conf.hosts[i].host, x->conf.hosts[i].port,
+                         id->run_id, in->run_id, in->uptime_s);
+            id->gen++;
+            id->changed_ms = in->at_ms;
+            id->up_since_ms = up;
+        } else if (id->run_id[0] == '\0' || up < id->up_since_ms) {
+            id->up_since_ms = up;
+        }
+        memcpy(id->run_id, in->run_id, sizeof id->run_id);
+    }
+    gen = id->gen;
+    pthread_mutex_unlock(&x->id_mu);
+    return gen;
 }
 
 static void ctx_wake(struct redis_ctx *x)
 {
     uint64_t one = 1;
+
+    if (x->wake_fd < 0)
+        return;
     /* EAGAIN: the counter is already non-zero, the thread will wake. */
     (void)!write(x->wake_fd, &one, sizeof one);
 }
@@ -793,8 +1027,8 @@ static void *ctx_main(void *arg)
         if (rc == NULL && ctx_wanted(x) && now >= next_connect) {
             pthread_mutex_unlock(&x->mu);
             rc = redis_connect(&x->conf, &x->conf.hosts[0],
-                               x->conf.timeout_ms, NULL, err, sizeof err,
-                               &code);
+                               x->conf.timeout_ms, NULL, NULL, err,
+                               sizeof err, &code);
             pthread_mutex_lock(&x->mu);
             if (rc == NULL) {
                 ctx_all_down(x, true);
@@ -874,8 +1108,10 @@ static void ctx_close(void *ctx)
         x->chans = c->next;
         chan_free(c);
     }
-    close(x->wake_fd);
+    if (x->wake_fd >= 0)
+        close(x->wake_fd);
     pthread_mutex_destroy(&x->mu);
+    pthread_mutex_destroy(&x->id_mu);
     conf_free(&x->conf);
     free(x);
 }
@@ -887,8 +1123,10 @@ struct rl_node;
 struct redis_session {
     struct dlock_session base;
     struct redis_conf conf;
-    struct redis_ctx *ctx;  /* NULL for redlock */
+    struct redis_ctx *ctx;  /* the client's (NULL in the floor) */
     redisContext *rc;       /* single node */
+    uint64_t gen;           /* single node: its generation at connect */
+    char note[256];         /* a restart seen at connect, to log */
     redis_sha sha[SC_COUNT];
     struct redis_keys keys;
     uint64_t attempt_ns;    /* when the last acquire was sent */
@@ -896,6 +1134,15 @@ struct redis_session {
     struct rl_node *nodes;
     size_t nnodes, quorum;
 };
+
+/* Log a restart seen while connecting, once (open() cannot log yet). */
+static void rs_log_note(struct redis_session *rs)
+{
+    if (rs->note[0] != '\0') {
+        dlock_session_log(&rs->base, DLOCK_LOG_WARN, "%s", rs->note);
+        rs->note[0] = '\0';
+    }
+}
 
 static int rs_io_error(struct redis_session *rs, int code, const char *op)
 {
@@ -993,14 +1240,21 @@ static int redis_open(struct dlock_session **out, const struct dlock_uri *uri,
          * a release message cannot come (pub/sub down). */
         rs->base.retry_min_ms = 5;
         rs->base.retry_max_ms = 1000;
+        struct server_info info;
         rs->rc = redis_connect(&rs->conf, &rs->conf.hosts[0],
-                               rs->conf.timeout_ms, rs->sha, err, errlen,
-                               &code);
+                               rs->conf.timeout_ms, rs->sha, &info, err,
+                               errlen, &code);
         if (rs->rc == NULL) {
             conf_free(&rs->conf);
             free(rs);
             return code;
         }
+        rs->gen = ident_seen(rs->ctx, 0, &info, rs->note, sizeof rs->note);
+        /* [B-WATCH-1]: the moment this connection ends (a restart closes
+         * it), core puts the client's locks in doubt and renews them at
+         * once; the renewal, on a new connection, finds whether the
+         * server still has them. */
+        dlock_session_watch(&rs->base, rs->rc->fd);
     }
     *out = &rs->base;
     return DLOCK_OK;
@@ -1010,8 +1264,10 @@ static void redis_close(struct dlock_session *s)
 {
     struct redis_session *rs = (struct redis_session *)s;
 
-    if (rs->rc != NULL)
+    if (rs->rc != NULL) {
+        dlock_session_watch(s, -1);
         redisFree(rs->rc);
+    }
     rl_close_nodes(rs);
     keys_free(&rs->keys);
     conf_free(&rs->conf);
@@ -1040,6 +1296,7 @@ static int redis_acquire(struct dlock_session *s,
     redisReply *r;
 
     (void)deadline_ms; /* no native wait: core waits through wait() */
+    rs_log_note(rs);
     if (keys_make(&rs->keys, &rs->conf, req->name, req->name_len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     if (rs->conf.mode == MODE_REDLOCK)
@@ -1069,6 +1326,7 @@ static int redis_acquire(struct dlock_session *s,
     freeReplyObject(r);
     if (ok == 1) {
         grant->fence = (uint64_t)val;
+        grant->word[0] = rs->gen; /* the server's life it was granted in */
         return DLOCK_OK;
     }
     /* PTTL 0 or -2: the key expires (or expired) right now, and an expiry
@@ -1100,8 +1358,9 @@ static int redis_wait(struct dlock_session *s,
     uint64_t gen0, epoch0;
     int rc = DLOCK_OK;
 
-    if (x == NULL || max_ms == 0)
-        return DLOCK_OK;
+    rs_log_note(rs);
+    if (x == NULL || rs->conf.mode == MODE_REDLOCK || max_ms == 0)
+        return DLOCK_OK; /* Redlock has no NOTIFY: core never asks */
     if (keys_make(&rs->keys, &rs->conf, req->name, req->name_len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     ck = &rs->keys.channel;
@@ -1192,6 +1451,27 @@ out:
     return rc;
 }
 
+/* A renewal's verdict on one item from the script's answer (1: extended).
+ * A lock granted in an earlier life of the server (it restarted since:
+ * its run_id changed) was kept only if the server persisted it; then it
+ * carries on in this life. */
+static int renew_verdict(struct redis_session *rs, struct dlock_grant *g,
+                         bool extended)
+{
+    if (extended) {
+        g->word[0] = rs->gen;
+        return DLOCK_OK;
+    }
+    if (g->word[0] != rs->gen)
+        return dlock_session_error(
+            &rs->base, DLOCK_ELOST,
+            "the server restarted since the lock was taken (its run_id "
+            "changed) and has forgotten it (no persistence)");
+    return dlock_session_error(&rs->base, DLOCK_ELOST,
+                               "the lock is gone or held by another owner "
+                               "(its lease ran out, or the server lost it)");
+}
+
 /* Renew n leases in one round trip: every script appended, then n replies
  * read [5: watchdog batching]. */
 static int redis_renew(struct dlock_session *s, struct dlock_renewal *items,
@@ -1201,6 +1481,7 @@ static int redis_renew(struct dlock_session *s, struct dlock_renewal *items,
     char lease[16];
     int redo = 0;
 
+    rs_log_note(rs);
     if (rs->conf.mode == MODE_REDLOCK)
         return rl_renew(rs, items, n);
     for (size_t i = 0; i < n; i++) {
@@ -1232,13 +1513,9 @@ static int redis_renew(struct dlock_session *s, struct dlock_renewal *items,
         if (is_noscript(r)) {
             items[i].result = DLOCK_EBUSY; /* marker: run again below */
             redo = 1;
-        } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
-            items[i].result = DLOCK_OK;
         } else if (r->type == REDIS_REPLY_INTEGER) {
-            items[i].result = dlock_session_error(
-                s, DLOCK_ELOST,
-                "the lock is gone or held by another owner (its lease ran "
-                "out, or the server lost it)");
+            items[i].result =
+                renew_verdict(rs, items[i].grant, r->integer == 1);
         } else {
             items[i].result = rs_reply_error(rs, r);
         }
@@ -1263,12 +1540,9 @@ static int redis_renew(struct dlock_session *s, struct dlock_renewal *items,
         r = rs_script(rs, SC_RENEW, 1, 3, args, lens);
         if (r == NULL)
             return rs_io_error(rs, DLOCK_ECONNECT, "renew");
-        items[i].result =
-            r->type == REDIS_REPLY_INTEGER && r->integer == 1
-                ? DLOCK_OK
-                : dlock_session_error(s, DLOCK_ELOST,
-                                      "the lock is gone or held by another "
-                                      "owner");
+        items[i].result = renew_verdict(
+            rs, items[i].grant,
+            r->type == REDIS_REPLY_INTEGER && r->integer == 1);
         freeReplyObject(r);
     }
     return DLOCK_OK;
@@ -1285,7 +1559,7 @@ static int redis_release(struct dlock_session *s,
     redisReply *r;
     int code;
 
-    (void)grant;
+    rs_log_note(rs);
     if (keys_make(&rs->keys, &rs->conf, req->name, req->name_len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     if (rs->conf.mode == MODE_REDLOCK)
@@ -1310,6 +1584,11 @@ static int redis_release(struct dlock_session *s,
         code = rs_reply_error(rs, r);
     else if (r->integer >= 0 && (r->integer == 1 || rs->conf.mode == MODE_HASH))
         code = DLOCK_OK;
+    else if (grant->word[0] != rs->gen)
+        code = dlock_session_error(s, DLOCK_ELOST,
+                                   "not released: the server restarted "
+                                   "since the lock was taken (its run_id "
+                                   "changed) and had forgotten it");
     else
         code = dlock_session_error(s, DLOCK_ENOTOWNER,
                                    "not released: the lock is free or "
@@ -1334,6 +1613,7 @@ static int redis_inspect(struct dlock_session *s, const char *name,
     redisReply *r[3] = {NULL, NULL, NULL};
     int code = DLOCK_OK;
 
+    rs_log_note(rs);
     if (keys_make(&rs->keys, &rs->conf, name, len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     if (rs->conf.mode == MODE_REDLOCK)
@@ -1385,6 +1665,21 @@ done:
  * node costs at most node_timeout. A node that did not answer in time is
  * disconnected (its replies would come later, out of step) and retried
  * with backoff on a later call.
+ *
+ * Delayed restarts (the Redlock paper's answer to nodes without
+ * persistence). A node that restarts comes back empty: a lock that had
+ * exactly a majority, this node included, would be free on a majority at
+ * once, while its holder still believes it holds. So a node counts for
+ * nothing, neither for an acquire nor for a renewal, until it has been up
+ * for longer than any lease taken on it: restart_delay, raised to the
+ * longest lease this client has asked for. Every holder's belief rests on
+ * a grant or renewal sent before the restart, and ends within one lease
+ * of it, before the node counts again. The client reads each node's
+ * run_id and uptime (INFO server, in the connect round trip); a run_id
+ * unlike the one seen before is a restart too, whatever its uptime (a
+ * server replaced behind the address), counted from when it was seen. An
+ * excluded node still gets every command (it learns new locks, and
+ * releases), and its "not yours" counts: it has lost the key for good.
  */
 struct rl_node {
     redisContext *rc;  /* NULL while down */
@@ -1394,7 +1689,7 @@ struct rl_node {
     size_t got;        /* replies read in the current round */
     redisReply **rep;  /* [ncmds] of the current round */
     size_t repcap;
-    char err[160];     /* why it is down, for messages */
+    char err[320];     /* why it is down, for messages */
 };
 
 static void rl_node_down(struct rl_node *nd, const char *why)
@@ -1426,24 +1721,133 @@ static void rl_close_nodes(struct redis_session *rs)
     rs->nodes = NULL;
 }
 
-/* Reconnect the nodes that are down and due. */
+/* The restart delay in force: restart_delay=, raised to the URI's lease
+ * and the longest lease this client has asked for (longest_lease_ms starts
+ * at the URI's); 0 when turned off. Under id_mu. */
+static uint32_t rl_delay_locked(const struct redis_ctx *x)
+{
+    if (x->conf.restart_delay_ms == 0)
+        return 0;
+    return x->conf.restart_delay_ms > x->longest_lease_ms
+               ? x->conf.restart_delay_ms
+               : x->longest_lease_ms;
+}
+
+/* Remember a lease asked for: it raises the restart delay for good. */
+static void rl_note_lease(struct redis_session *rs, uint32_t lease_ms)
+{
+    struct redis_ctx *x = rs->ctx;
+
+    if (x == NULL)
+        return;
+    pthread_mutex_lock(&x->id_mu);
+    if (lease_ms > x->longest_lease_ms)
+        x->longest_lease_ms = lease_ms;
+    pthread_mutex_unlock(&x->id_mu);
+}
+
+/*
+ * Which nodes count at now (bit i for node i), and, in *wait_ms, how long
+ * until the first one left out counts (0 if none). Clocks: up_since is a
+ * bound on the server's clock brought to ours; the drift allowance of a
+ * lease (1 % + drift=) is added for the rates of the two.
+ */
+static uint32_t rl_counting(struct redis_session *rs, int64_t now,
+                            int64_t *wait_ms, uint32_t *delay_out)
+{
+    struct redis_ctx *x = rs->ctx;
+    uint32_t mask = 0, delay;
+    int64_t wait = 0;
+
+    *wait_ms = 0;
+    *delay_out = 0;
+    if (x == NULL)
+        return (uint32_t)((1u << rs->nnodes) - 1);
+    pthread_mutex_lock(&x->id_mu);
+    delay = rl_delay_locked(x);
+    for (size_t i = 0; i < rs->nnodes; i++) {
+        const struct server_ident *id = &x->ident[i];
+        int64_t since, from;
+        if (delay == 0) {
+            mask |= 1u << i;
+            continue;
+        }
+        if (id->run_id[0] == '\0')
+            continue; /* never reached: it cannot have answered */
+        since = id->up_since_ms > id->changed_ms ? id->up_since_ms
+                                                 : id->changed_ms;
+        from = since + (int64_t)delay + delay / 100 + rs->conf.drift_ms;
+        if (now >= from)
+            mask |= 1u << i;
+        else if (wait == 0 || from - now < wait)
+            wait = from - now;
+    }
+    pthread_mutex_unlock(&x->id_mu);
+    *wait_ms = wait;
+    *delay_out = delay;
+    return mask;
+}
+
+/*
+ * Reconnect the nodes that are down and due, reading who each one is.
+ * With fewer than a majority connected every call would fail: then every
+ * node is tried at once, backoff or not (a round that timed out on a
+ * loaded machine must not make the next call fail unsent).
+ */
 static void rl_reconnect(struct redis_session *rs, bool force)
 {
+    struct pollfd pf[REDLOCK_NODES_MAX];
     int64_t now = dlock_now_ms();
-    char err[200];
+    char err[400], note[256];
+    size_t up = 0;
     int code;
 
+    /* A connection between rounds has nothing to say: anything to read
+     * is its end (a node that restarted closed it). Find those now, in
+     * one poll that does not wait, rather than lose the node for the
+     * coming round. */
+    for (size_t i = 0; i < rs->nnodes; i++) {
+        pf[i].fd = rs->nodes[i].rc != NULL ? rs->nodes[i].rc->fd : -1;
+        pf[i].events = POLLIN | POLLRDHUP;
+        pf[i].revents = 0;
+    }
+    if (poll(pf, (nfds_t)rs->nnodes, 0) > 0)
+        for (size_t i = 0; i < rs->nnodes; i++)
+            if (pf[i].revents != 0) {
+                rl_node_down(&rs->nodes[i], "the node closed the "
+                                            "connection");
+                rs->nodes[i].retry_at = 0; /* at once */
+            }
+    for (size_t i = 0; i < rs->nnodes; i++)
+        up += rs->nodes[i].rc != NULL;
+    if (up < rs->quorum)
+        force = true;
     for (size_t i = 0; i < rs->nnodes; i++) {
         struct rl_node *nd = &rs->nodes[i];
+        struct server_info info;
         if (nd->rc != NULL || (!force && now < nd->retry_at))
             continue;
         nd->rc = redis_connect(&rs->conf, &rs->conf.hosts[i],
-                               rs->conf.node_timeout_ms, rs->sha, err,
+                               rs->conf.node_timeout_ms, rs->sha, &info, err,
                                sizeof err, &code);
-        if (nd->rc == NULL)
+        if (nd->rc == NULL) {
             rl_node_down(nd, err);
-        else
-            nd->backoff = 0;
+            continue;
+        }
+        if (info.run_id[0] == '\0' && rs->conf.restart_delay_ms != 0) {
+            snprintf(err, sizeof err,
+                     "%s:%d: %s; the delayed restart needs run_id and "
+                     "uptime (allow INFO, or restart_delay=0 where every "
+                     "write is persisted)",
+                     rs->conf.hosts[i].host, rs->conf.hosts[i].port,
+                     info.why);
+            rl_node_down(nd, err);
+            continue;
+        }
+        ident_seen(rs->ctx, i, &info, note, sizeof note);
+        if (note[0] != '\0')
+            snprintf(rs->note, sizeof rs->note, "%s", note);
+        nd->backoff = 0;
     }
 }
 
@@ -1531,9 +1935,10 @@ static int rl_round(struct redis_session *rs, struct rl_cmd *cmds,
         }
         nd->sent = true;
     }
-    for (;;) {
+    for (bool last = false; !last;) {
         size_t k = 0;
         uint64_t now = dlock_now_ns();
+        int ms = 0;
         for (size_t i = 0; i < rs->nnodes; i++) {
             struct rl_node *nd = &rs->nodes[i];
             if (!nd->sent || nd->got == ncmds)
@@ -1543,9 +1948,17 @@ static int rl_round(struct redis_session *rs, struct rl_cmd *cmds,
             pf[k].revents = 0;
             map[k++] = i;
         }
-        if (k == 0 || now >= deadline_ns)
+        if (k == 0)
             break;
-        int ms = (int)((deadline_ns - now + 999999) / 1000000);
+        /* Past the deadline, one more look without waiting: on a loaded
+         * machine this thread can be off the CPU past the deadline while
+         * the answers sit in the sockets, and a node is down only if it
+         * did not answer. (Late answers are safe: the validity counts the
+         * time the round took.) */
+        if (now >= deadline_ns)
+            last = true;
+        else
+            ms = (int)((deadline_ns - now + 999999) / 1000000);
         if (poll(pf, (nfds_t)k, ms) < 0 && errno != EINTR)
             break;
         for (size_t j = 0; j < k; j++) {
@@ -1607,13 +2020,16 @@ static void rl_cmd_script(struct rl_cmd *c, struct redis_session *rs,
     c->argc = 3 + nargs;
 }
 
-/* The first reason a node is down, for messages. */
-static const char *rl_why(struct redis_session *rs)
+/* " (the first reason a node is down)", or "", for messages. */
+static const char *rl_why(struct redis_session *rs, char *buf, size_t cap)
 {
+    buf[0] = '\0';
     for (size_t i = 0; i < rs->nnodes; i++)
-        if (rs->nodes[i].rc == NULL && rs->nodes[i].err[0] != '\0')
-            return rs->nodes[i].err;
-    return "";
+        if (rs->nodes[i].rc == NULL && rs->nodes[i].err[0] != '\0') {
+            snprintf(buf, cap, " (%s)", rs->nodes[i].err);
+            break;
+        }
+    return buf;
 }
 
 /* Release on every node, answers ignored: after a failed acquire. */
@@ -1630,20 +2046,52 @@ static void rl_undo(struct redis_session *rs, const struct dlock_request *req)
     rl_free_replies(rs);
 }
 
+/* Connect what is down and due, and log a restart seen doing so. */
+static void rl_prepare(struct redis_session *rs)
+{
+    rl_reconnect(rs, false);
+    rs_log_note(rs);
+}
+
+/* What the nodes that answered a round in full said about one item:
+ * yes/no counted, and yes/no of nodes still in their restart delay. */
+struct rl_tally {
+    size_t yes, no, late_yes, late_no;
+};
+
+/* "…; N of them restarted less than D ms ago (restart_delay) and count
+ * again in W ms", or "" when no answer was left out. */
+static const char *rl_late_text(char *buf, size_t cap,
+                                const struct rl_tally *t, uint32_t delay,
+                                int64_t wait_ms)
+{
+    if (t->late_yes + t->late_no == 0)
+        return "";
+    snprintf(buf, cap,
+             "; %zu of them restarted less than %u ms ago and count "
+             "again in %lld ms (restart_delay: a restarted node has "
+             "forgotten its locks)",
+             t->late_yes + t->late_no, delay, (long long)wait_ms);
+    return buf;
+}
+
 static int rl_acquire(struct redis_session *rs,
                       const struct dlock_request *req,
                       struct dlock_grant *grant, uint32_t *retry_ms)
 {
     struct rl_cmd c;
-    char lease[16];
+    struct rl_tally t = {0, 0, 0, 0};
+    char lease[16], late[200], why[360];
     const char *args[3];
     size_t lens[3];
-    size_t yes = 0, no = 0;
     long long min_ttl = -1;
-    int64_t start, elapsed, drift, validity;
+    int64_t start, elapsed, drift, validity, wait_ms;
     uint64_t start_ns;
+    uint32_t counted, delay;
 
-    rl_reconnect(rs, false);
+    rl_prepare(rs);
+    /* Before the round: from now on this lease is one the delay covers. */
+    rl_note_lease(rs, req->lease_ms);
     snprintf(lease, sizeof lease, "%u", req->lease_ms);
     args[0] = rs->keys.lock.p, lens[0] = rs->keys.lock.len;
     args[1] = req->owner, lens[1] = req->owner_len;
@@ -1655,17 +2103,19 @@ static int rl_acquire(struct redis_session *rs,
                  start_ns + (uint64_t)rs->conf.node_timeout_ms * 1000000u) <
         0)
         return dlock_session_error(&rs->base, DLOCK_ENOMEM, "out of memory");
+    counted = rl_counting(rs, dlock_now_ms(), &wait_ms, &delay);
     for (size_t i = 0; i < rs->nnodes; i++) {
         struct rl_node *nd = &rs->nodes[i];
+        bool counts = (counted >> i) & 1u;
         long long ok, val;
         if (nd->got != 1)
             continue;
         if (reply_pair(nd->rep[0], &ok, &val) != 0)
             continue; /* an error reply counts as no answer */
         if (ok == 1) {
-            yes++;
+            *(counts ? &t.yes : &t.late_yes) += 1;
         } else {
-            no++;
+            *(counts ? &t.no : &t.late_no) += 1;
             if (val > 0 && (min_ttl < 0 || val < min_ttl))
                 min_ttl = val;
         }
@@ -1675,7 +2125,7 @@ static int rl_acquire(struct redis_session *rs,
     elapsed = dlock_now_ms() - start;
     drift = (int64_t)req->lease_ms / 100 + rs->conf.drift_ms;
     validity = (int64_t)req->lease_ms - elapsed - drift;
-    if (yes >= rs->quorum && validity > 0) {
+    if (t.yes >= rs->quorum && validity > 0) {
         int64_t end = start + (int64_t)req->lease_ms - drift;
         if (end < grant->expires_ms)
             grant->expires_ms = end;
@@ -1683,16 +2133,18 @@ static int rl_acquire(struct redis_session *rs,
         return DLOCK_OK;
     }
     /* Not held: take back what we got, so others need not wait a lease. */
-    if (yes > 0)
+    if (t.yes + t.late_yes > 0)
         rl_undo(rs, req);
-    if (yes + no < rs->quorum)
+    if (t.yes + t.no < rs->quorum)
         return dlock_session_error(
             &rs->base, DLOCK_ECONNECT,
             "%zu of %zu nodes answered within %u ms, a majority is "
-            "%zu (%s)",
-            yes + no, rs->nnodes, rs->conf.node_timeout_ms, rs->quorum,
-            rl_why(rs));
-    if (yes >= rs->quorum) /* a majority, but too slow to be valid */
+            "%zu%s%s",
+            t.yes + t.no + t.late_yes + t.late_no, rs->nnodes,
+            rs->conf.node_timeout_ms, rs->quorum,
+            rl_late_text(late, sizeof late, &t, delay, wait_ms),
+            rl_why(rs, why, sizeof why));
+    if (t.yes >= rs->quorum) /* a majority, but too slow to be valid */
         return DLOCK_EBUSY;
     if (min_ttl > 0)
         *retry_ms = min_ttl > UINT32_MAX ? UINT32_MAX : (uint32_t)min_ttl;
@@ -1705,10 +2157,12 @@ static int rl_renew(struct redis_session *rs, struct dlock_renewal *items,
     struct rl_cmd *cmds;
     struct buf *keys;
     char (*leases)[16];
+    char late[200], why[360];
     uint64_t start_ns;
-    int64_t start;
+    int64_t start, wait_ms;
+    uint32_t counted, delay;
 
-    rl_reconnect(rs, false);
+    rl_prepare(rs);
     cmds = calloc(n, sizeof *cmds);
     keys = calloc(n, sizeof *keys);
     leases = calloc(n, sizeof *leases);
@@ -1734,6 +2188,7 @@ static int rl_renew(struct redis_session *rs, struct dlock_renewal *items,
             return dlock_session_error(&rs->base, DLOCK_ENOMEM,
                                        "out of memory");
         }
+        rl_note_lease(rs, req->lease_ms);
         snprintf(leases[i], sizeof leases[i], "%u", req->lease_ms);
         args[0] = keys[i].p, lens[0] = keys[i].len;
         args[1] = req->owner, lens[1] = req->owner_len;
@@ -1744,40 +2199,48 @@ static int rl_renew(struct redis_session *rs, struct dlock_renewal *items,
     start = (int64_t)(start_ns / 1000000u);
     rl_round(rs, cmds, n,
              start_ns + (uint64_t)rs->conf.node_timeout_ms * 1000000u);
+    counted = rl_counting(rs, dlock_now_ms(), &wait_ms, &delay);
     for (size_t i = 0; i < n; i++) {
-        size_t yes = 0, no = 0;
+        struct rl_tally t = {0, 0, 0, 0};
         int64_t drift = (int64_t)items[i].req->lease_ms / 100 +
                         rs->conf.drift_ms;
         for (size_t k = 0; k < rs->nnodes; k++) {
             struct rl_node *nd = &rs->nodes[k];
+            bool counts = (counted >> k) & 1u;
             if (nd->got != n)
                 continue;
             if (nd->rep[i]->type != REDIS_REPLY_INTEGER)
                 continue;
             if (nd->rep[i]->integer == 1)
-                yes++;
+                *(counts ? &t.yes : &t.late_yes) += 1;
             else
-                no++;
+                *(counts ? &t.no : &t.late_no) += 1;
         }
-        if (yes >= rs->quorum &&
+        if (t.yes >= rs->quorum &&
             (int64_t)items[i].req->lease_ms - (dlock_now_ms() - start) -
                     drift > 0) {
             int64_t end = start + (int64_t)items[i].req->lease_ms - drift;
             if (end < items[i].grant->expires_ms)
                 items[i].grant->expires_ms = end;
             items[i].result = DLOCK_OK;
-        } else if (rs->nnodes - no < rs->quorum) {
-            /* A majority says "not yours": it cannot come back. */
+        } else if (rs->nnodes - (t.no + t.late_no) < rs->quorum) {
+            /* A majority says "not yours": it cannot come back (a node in
+             * its restart delay that says so has lost the key too). */
             items[i].result = dlock_session_error(
                 &rs->base, DLOCK_ELOST,
                 "%zu of %zu nodes say the lock is gone or another "
-                "owner's",
-                no, rs->nnodes);
+                "owner's%s",
+                t.no + t.late_no, rs->nnodes,
+                t.late_no > 0 ? " (some of them restarted: without "
+                                "persistence a restart forgets the lock)"
+                              : "");
         } else {
             items[i].result = dlock_session_error(
                 &rs->base, DLOCK_ECONNECT,
-                "renewed on %zu of %zu nodes, a majority is %zu (%s)",
-                yes, rs->nnodes, rs->quorum, rl_why(rs));
+                "renewed on %zu of %zu nodes, a majority is %zu%s%s",
+                t.yes + t.late_yes, rs->nnodes, rs->quorum,
+                rl_late_text(late, sizeof late, &t, delay, wait_ms),
+                rl_why(rs, why, sizeof why));
         }
     }
     rl_free_replies(rs);
@@ -1797,8 +2260,9 @@ static int rl_release(struct redis_session *rs,
     size_t lens[3] = {rs->keys.lock.len, rs->keys.channel.len,
                       req->owner_len};
     size_t deleted = 0, answered = 0;
+    char why[360];
 
-    rl_reconnect(rs, false);
+    rl_prepare(rs);
     rl_cmd_script(&c, rs, SC_RELEASE, 2, 3, args, lens);
     rl_round(rs, &c, 1,
              dlock_now_ns() + (uint64_t)rs->conf.node_timeout_ms * 1000000u);
@@ -1814,9 +2278,9 @@ static int rl_release(struct redis_session *rs,
         return DLOCK_OK;
     if (answered == 0)
         return dlock_session_error(&rs->base, DLOCK_ECONNECT,
-                                   "no node answered (%s); the "
+                                   "no node answered%s; the "
                                    "lock ends with its lease",
-                                   rl_why(rs));
+                                   rl_why(rs, why, sizeof why));
     return dlock_session_error(&rs->base, DLOCK_ENOTOWNER,
                                "on no node: the lock is free or "
                                "another owner's (our lease ran out)");
@@ -1828,6 +2292,7 @@ static int rl_inspect(struct redis_session *rs, const char *name, size_t len,
     struct rl_cmd c[2];
     size_t held = 0, answered = 0;
     long long min_ttl = -1;
+    char why[360];
 
     (void)name;
     (void)len;
@@ -1856,8 +2321,9 @@ static int rl_inspect(struct redis_session *rs, const char *name, size_t len,
     rl_free_replies(rs);
     if (answered < rs->quorum)
         return dlock_session_error(&rs->base, DLOCK_ECONNECT,
-                                   "%zu of %zu nodes answered (%s)",
-                                   answered, rs->nnodes, rl_why(rs));
+                                   "%zu of %zu nodes answered%s",
+                                   answered, rs->nnodes,
+                                   rl_why(rs, why, sizeof why));
     out->held = held >= rs->quorum ? 1 : held == 0 ? 0 : -1;
     if (out->held != 1)
         out->owner[0] = '\0';
@@ -1919,7 +2385,7 @@ static int redis_floor(const struct dlock_uri *uri, const char *name,
         goto out;
     }
     rs.rc = redis_connect(&rs.conf, &rs.conf.hosts[0], rs.conf.timeout_ms,
-                          rs.sha, err, errlen, &code);
+                          rs.sha, NULL, err, errlen, &code);
     if (rs.rc == NULL) {
         rc = code;
         goto out;

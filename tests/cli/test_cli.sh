@@ -2,7 +2,11 @@
 # test_cli.sh URI: the `dlock` command's contract on one backend. Exit
 # codes (flock(1)'s habits and sysexits), the child's environment, conflicts
 # and timeouts, bad input, an unreachable service, and a lock lost while the
-# command runs (SIGTERM to the command, exit 75).
+# command runs (SIGTERM to the command, exit 75). `dlock exec`'s command
+# never outlives it: checked from what the processes themselves show in
+# /proc (alive or not, descriptors, terminal) when dlock, its whole job or
+# its guard is SIGKILLed, when dlock gets SIGTERM, when the lock is lost,
+# and when the command exits leaving children behind.
 #
 # meson passes the URI (with $VARS expanded from with-servers.sh's exports);
 # $DLOCK_TEST_DLOCK is the built command.
@@ -38,6 +42,50 @@ wait_for() {
     return 1
 }
 name() { echo "cli-$1-$$"; }
+# Is PID a live process? A zombie is dead: it runs nothing.
+alive() {
+    local s
+    s=$(cat /proc/"$1"/stat 2>/dev/null) || return 1
+    s=${s##*) }
+    [ -n "$s" ] && [ "${s%% *}" != Z ] && [ "${s%% *}" != X ]
+}
+# Wait up to 10 s until none of the PIDs is alive.
+all_gone() {
+    local i p live
+    for i in $(seq 1 100); do
+        live=0
+        for p in "$@"; do alive "$p" && live=1; done
+        [ "$live" = 0 ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# The processes among PIDs that are alive, for messages.
+which_alive() {
+    local p out=""
+    for p in "$@"; do alive "$p" && out+="$p "; done
+    echo "${out:-none}"
+}
+children_of() { cat /proc/"$1"/task/"$1"/children 2>/dev/null; }
+# Wait until PID has N children; print them.
+wait_children() { # pid n
+    local i c
+    for i in $(seq 1 100); do
+        c=$(children_of "$1")
+        # shellcheck disable=SC2086
+        [ "$(wc -w <<<"$c")" -ge "$2" ] && { echo $c; return 0; }
+        sleep 0.05
+    done
+    return 1
+}
+# Run inside a command: print those of the PIDs (arguments) that are alive.
+cat >"$work/alive.sh" <<'SH'
+for p; do
+    s=$(cat /proc/$p/stat 2>/dev/null) || continue
+    s=${s##*") "}
+    case ${s%% *} in Z | X | '') ;; *) echo "$p" ;; esac
+done
+SH
 
 # ---- environment and exit status -------------------------------------------
 out=$("$DLOCK" exec "$(name env)" -- sh -c 'echo "$DLOCK_NAME|$DLOCK_FENCE|$DLOCK_OWNER"')
@@ -57,9 +105,161 @@ printf "#!/bin/sh\n" >"$work/noexec"
 "$DLOCK" exec "$(name nx)" -- "$work/noexec" 2>/dev/null
 expect_status "command not executable gives 126" 126 $?
 
+# ---- the command never outlives dlock --------------------------------------
+# It has no descriptor of dlock's (lock files, server connections, pipes):
+# the same ones as a command started without dlock, including one the
+# caller passes on purpose.
+: >"$work/passed"
+want=$(sh -c 'cd /proc/$$/fd && echo *' 7<"$work/passed")
+got=$("$DLOCK" exec "$(name fds)" -- sh -c 'cd /proc/$$/fd && echo *' 7<"$work/passed")
+[ "$got" = "$want" ] && ok "command has only the caller's descriptors ($got)" ||
+    not_ok "command's descriptors: $got, want $want"
+
+# dlock SIGKILLed: its command, a background child and one in a session of
+# its own are all gone in a bounded time, and the next holder's command,
+# which records which of them it sees alive, sees none: the lock is not
+# free before they are dead.
+k9=$(name kill9)
+"$DLOCK" exec --lease 2s "$k9" -- sh -c "echo \$\$ >$work/k9.pids; \
+    sleep 30 & echo \$! >>$work/k9.pids; \
+    setsid sleep 30 & echo \$! >>$work/k9.pids; \
+    touch $work/k9.gate; sleep 30; wait" &
+holder=$!
+pids+=("$holder")
+if wait_for "$work/k9.gate" && k9sh=$(head -1 "$work/k9.pids") &&
+    wait_children "$k9sh" 3 >/dev/null; then
+    # The command's shell and its three sleeps, on one line.
+    # shellcheck disable=SC2046
+    k9all=$(echo "$k9sh" $(children_of "$k9sh"))
+    killed=$(date +%s%N)
+    kill -9 "$holder"
+    wait "$holder" 2>/dev/null
+    "$DLOCK" exec --timeout 30s "$k9" -- sh -c \
+        "date +%s%N >$work/k9.start; sh $work/alive.sh $k9all >$work/k9.seen" &
+    second=$!
+    pids+=("$second")
+    # shellcheck disable=SC2086
+    all_gone $k9all && ok "SIGKILL of dlock: its command's processes die" ||
+        not_ok "SIGKILL of dlock: still alive: $(which_alive $k9all)"
+    wait "$second"
+    expect_status "the next holder runs after a SIGKILLed one" 0 $?
+    if [ -s "$work/k9.start" ] && [ ! -s "$work/k9.seen" ]; then
+        ms=$((($(cat "$work/k9.start") - killed) / 1000000))
+        ok "the next holder's command, $ms ms after the SIGKILL, saw none of the first's"
+    else
+        not_ok "the next holder's command saw alive: $(echo $(cat "$work/k9.seen" 2>/dev/null))"
+    fi
+else
+    not_ok "SIGKILL test: the command did not start"
+fi
+
+# The command exits, leaving children behind (one in its group, one that
+# ignores SIGTERM, one in a session of its own): dlock returns only after
+# they are dead, with the command's exit status.
+"$DLOCK" exec --kill-after 500ms "$(name left)" -- sh -c "\
+    sleep 30 & echo \$! >$work/left.pids; \
+    (trap '' TERM; exec sleep 30) & echo \$! >>$work/left.pids; \
+    setsid sleep 30 & echo \$! >>$work/left.pids; \
+    sleep 0.2; exit 3"
+expect_status "command's status with children left behind" 3 $?
+# shellcheck disable=SC2046
+left=$(which_alive $(cat "$work/left.pids"))
+[ "$left" = none ] && ok "what the command left running is gone when dlock returns" ||
+    not_ok "left running after dlock returned: $left"
+
+# The guard process between dlock and the command is SIGKILLed: the command
+# and its children die, and dlock exits 70.
+"$DLOCK" exec "$(name guard)" -- sh -c "echo \$\$ >$work/g.pids; \
+    sleep 30 & echo \$! >>$work/g.pids; touch $work/g.gate; sleep 30; wait" \
+    2>"$work/g.err" &
+holder=$!
+pids+=("$holder")
+if wait_for "$work/g.gate" && guard=$(wait_children "$holder" 1); then
+    gsh=$(head -1 "$work/g.pids")
+    [ "$guard" != "$gsh" ] && ok "dlock's child is a guard, not the command" ||
+        not_ok "dlock's child is the command itself"
+    kill -9 "$guard"
+    wait "$holder"
+    expect_status "guard killed: dlock exits 70" 70 $?
+    # shellcheck disable=SC2046
+    all_gone $(cat "$work/g.pids") && ok "guard killed: the command's processes die" ||
+        not_ok "guard killed: still alive: $(which_alive $(cat "$work/g.pids"))"
+    grep -q guard "$work/g.err" && ok "guard killed: says so" ||
+        not_ok "guard message: $(cat "$work/g.err")"
+else
+    not_ok "guard test: the command did not start"
+fi
+
+# SIGKILL to dlock's whole job (a supervisor, timeout -s KILL): the guard
+# is not in it, and kills what the command started in a session of its own.
+setsid "$DLOCK" exec --lease 2s "$(name job9)" -- sh -c "\
+    setsid sleep 30 & echo \$! >$work/j9.pids; touch $work/j9.gate; sleep 30" &
+holder=$!
+pids+=("$holder")
+if wait_for "$work/j9.gate"; then
+    j9=$(cat "$work/j9.pids")
+    kill -9 -- "-$holder"
+    wait "$holder" 2>/dev/null
+    "$DLOCK" exec --timeout 30s "$(name job9)" -- sh -c \
+        "sh $work/alive.sh $j9 >$work/j9.seen"
+    expect_status "the next holder runs after a SIGKILLed job" 0 $?
+    [ -e "$work/j9.seen" ] && [ ! -s "$work/j9.seen" ] &&
+        ok "SIGKILL of dlock's job: what the command started died first" ||
+        not_ok "SIGKILL of dlock's job: the next holder saw: $(cat "$work/j9.seen" 2>/dev/null)"
+else
+    not_ok "job SIGKILL test: the command did not start"
+fi
+
+# ---- on a terminal (script(1) gives one) ------------------------------------
+# The command stays in dlock's process group, as under flock(1): it and
+# dlock's pipeline neighbours share the terminal, Ctrl-C reaches it, and
+# where no shell could resume a stopped job (no job control here) Ctrl-Z is
+# dropped, as without dlock.
+cat >"$work/fg.sh" <<'SH'
+set -- $(sed 's/.*) //' /proc/$$/stat)
+[ "$3" = "$6" ] && echo fg || echo bg
+SH
+type_when() { # gate text: once the gate exists, type text on the terminal,
+    # then keep the terminal's input open until gate.done exists (script(1)
+    # may end the session when its input ends)
+    local i
+    for i in $(seq 1 100); do [ -e "$1" ] && break; sleep 0.1; done
+    printf '%b' "$2"
+    for i in $(seq 1 200); do [ -e "$1.done" ] && break; sleep 0.1; done
+}
+on_tty() { # shell command line: run it on a terminal, print its output
+    timeout 30 script -qec "$1" /dev/null | tr -d '\r'
+}
+if command -v script >/dev/null; then
+    fg="sh $work/fg.sh"
+    out=$(on_tty "$DLOCK exec $(name tty) -- sh -c '$fg >$work/tty.k; sleep 0.5' |
+        sh -c 'sleep 0.2; $fg'; $fg" </dev/null)
+    out="$(cat "$work/tty.k" 2>/dev/null) $(echo $out)"
+    [ "$out" = "fg fg fg" ] &&
+        ok "terminal: command, its pipeline neighbour, the shell after: foreground" ||
+        not_ok "terminal: foreground of command, neighbour, shell after: $out"
+    t0=$SECONDS
+    out=$(type_when "$work/tty.gate1" '\003' | on_tty "$DLOCK exec $(name tty) -- sh -c \
+        'setsid sleep 30 & echo \$! >$work/tty.pids; touch $work/tty.gate1; sleep 30'
+        echo dlock=\$?; touch $work/tty.gate1.done")
+    [[ $out == *dlock=130* ]] && ok "terminal: Ctrl-C ends the command (130)" ||
+        not_ok "terminal: Ctrl-C: after $((SECONDS - t0)) s: $out"
+    alive "$(cat "$work/tty.pids")" &&
+        not_ok "terminal: Ctrl-C: what the command started lives on" ||
+        ok "terminal: Ctrl-C: what the command started is gone"
+    out=$(type_when "$work/tty.gate2" '\032' | on_tty "$DLOCK exec $(name tty) -- sh -c \
+        'touch $work/tty.gate2; sleep 1; echo finished'; echo dlock=\$?
+        touch $work/tty.gate2.done")
+    [[ $out == *finished*dlock=0* ]] && ok "terminal: Ctrl-Z without job control is dropped" ||
+        not_ok "terminal: Ctrl-Z without job control: $out"
+else
+    not_ok "script(1) not found (bsdutils)"
+fi
+
 # ---- conflicts -------------------------------------------------------------
 held=$(name held)
-"$DLOCK" exec "$held" -- sh -c "touch $work/gate; exec sleep 30" &
+"$DLOCK" exec "$held" -- \
+    sh -c "sleep 30 & echo \$! >$work/held.bg; touch $work/gate; exec sleep 30" &
 holder=$!
 pids+=("$holder")
 wait_for "$work/gate" || not_ok "holder did not start"
@@ -79,6 +279,8 @@ expect_status "timed out exits 1" 1 "$st"
 kill -TERM "$holder"
 wait "$holder"
 expect_status "SIGTERM to dlock reaches the command" 143 $?
+all_gone "$(cat "$work/held.bg")" && ok "SIGTERM reaches what the command started" ||
+    not_ok "SIGTERM: the command's background child lives on"
 "$DLOCK" exec --timeout 5s "$held" -- true
 expect_status "lock is free after the holder ends" 0 $?
 
@@ -172,7 +374,8 @@ if [ -f "$here/../$base_scheme/cli_lose_lock.sh" ]; then
 fi
 lost=$(name lost)
 "$DLOCK" exec --lease 600ms --kill-after 5s "$lost" -- \
-    sh -c "trap 'echo term >$work/term; exit 0' TERM; touch $work/gate2; while :; do sleep 0.05; done" \
+    sh -c "trap 'echo term >$work/term; exit 0' TERM; sleep 60 & echo \$! >$work/lost.bg;
+        touch $work/gate2; while :; do sleep 0.05; done" \
     2>"$work/lost-err" &
 holder=$!
 pids+=("$holder")
@@ -181,6 +384,8 @@ if wait_for "$work/gate2"; then
     wait "$holder"
     expect_status "lost lock exits 75" 75 $?
     [ -e "$work/term" ] && ok "command got SIGTERM" || not_ok "command not told"
+    alive "$(cat "$work/lost.bg")" && not_ok "lost lock: the command's child lives on" ||
+        ok "lost lock: the command's child is gone"
     grep -q "lost" "$work/lost-err" && ok "says the lock was lost" ||
         not_ok "lost message: $(cat "$work/lost-err")"
 else

@@ -8,14 +8,22 @@
  *                     other in both directions and wake each other's
  *                     waiters; the fencing token is shared.
  *   --group faults    a SIGSTOPped holder is told it lost the lock and its
- *                     token is below the next holder's; a SIGKILLed holder
- *                     frees the lock after its lease, not before; waiters
- *                     survive a server restart; a paused or stopped server
- *                     gives DLOCK_ECONNECT within timeout=; passwords never
- *                     reach messages or logs; hostile names; bad URIs.
+ *                     token is below the next holder's; a re-grant after a
+ *                     release in doubt gets a greater token; a SIGKILLed
+ *                     holder frees the lock after its lease, not before;
+ *                     waiters survive a server restart, and a holder stops
+ *                     believing before anyone else can be granted; a
+ *                     paused or stopped server gives DLOCK_ECONNECT within
+ *                     timeout=; passwords never reach messages or logs;
+ *                     hostile names; bad URIs; no descriptor reaches an
+ *                     exec'd child.
  *   --group redlock   five masters: a lock with two stopped, a clear
- *                     failure with three stopped, a paused node, and no
- *                     two holders while nodes stop and restart mid-run.
+ *                     failure with three stopped, a paused node, no two
+ *                     holders while nodes stop and restart mid-run; the
+ *                     delayed restart: restarted nodes count for nothing
+ *                     for the longest lease, and a history of contending
+ *                     processes through crashes of three nodes shows two
+ *                     holders without it and none with it.
  *
  * Timing bounds are generous on purpose: they check that things happen,
  * and in which order, never how fast.
@@ -61,6 +69,24 @@ static void ctl(const char *fmt, ...)
     snprintf(cmd, sizeof cmd, "'%s' %s", c, args);
     if (system(cmd) != 0)
         fail_msg("%s failed", cmd);
+}
+
+/* The PID of a test server ("redis", "redis5 3"). */
+static pid_t server_pid(const char *which)
+{
+    char cmd[512], out[32] = "";
+    const char *c = getenv("DLOCK_TEST_SERVERCTL");
+    FILE *p;
+
+    assert_non_null(c);
+    snprintf(cmd, sizeof cmd, "'%s' pid %s", c, which);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    if (fgets(out, sizeof out, p) == NULL)
+        out[0] = '\0';
+    pclose(p);
+    assert_true(atoi(out) > 0);
+    return (pid_t)atoi(out);
 }
 
 /* A raw hiredis connection to the single test server. */
@@ -525,26 +551,57 @@ static void note_lost(dlock_lock *lk, int code, const char *why, void *p)
     atomic_fetch_add(&a_lost, 1);
 }
 
+/* Polls dlock_held() every millisecond and notes when it first says no. */
+struct held_watch {
+    dlock_lock *lk;
+    atomic_bool stop;
+    atomic_llong off_ms; /* 0 until seen */
+};
+
+static void *held_watch_main(void *arg)
+{
+    struct held_watch *hw = arg;
+    for (int i = 0; i < 60000 && !atomic_load(&hw->stop); i++) {
+        if (!dlock_held(hw->lk)) {
+            atomic_store(&hw->off_ms, h_now_ms());
+            break;
+        }
+        h_sleep_ms(1);
+    }
+    return NULL;
+}
+
 /*
  * A waiter survives a server restart. With the lock saved to disk before
  * the restart (what persistence gives), the holder keeps it through the
- * restart and the waiter gets it when the holder releases. Without
- * persistence the restart frees every lock: the holder is told (on_lost)
- * and the waiter takes it.
+ * restart (in doubt until a renewal finds its key) and the waiter gets it
+ * when the holder releases. Without persistence the restart frees every
+ * lock: the holder must stop believing it holds at once, not at its next
+ * renewal (a third of the 30 s lease here), and before the waiter can be
+ * granted the lock; then it is told (on_lost: the renewal on a new
+ * connection finds the server restarted and the key gone), and its
+ * release says DLOCK_ELOST. Both modes; the restart is a clean one
+ * (setnx) or a crash (hash: SIGKILL, timed from the kill itself).
  */
 static void faults__server_restart_survived_by_waiter(void **state)
 {
-    for (int persist = 1; persist >= 0; persist--) {
+    (void)state;
+    for (int run = 0; run < 4; run++) {
+        int persist = run % 2 == 0, hash = run >= 2;
         const char *name = h_name("restart");
-        dlock_client *ca = h_client(uri), *cb = h_client(uri);
-        dlock_lock *a = new_lock(ca, name, 3000, note_lost, NULL);
+        const char *u = h_uri_with(hash ? "mode=hash" : "mode=setnx");
+        dlock_client *ca = h_client(u), *cb = h_client(u);
+        dlock_lock *a = new_lock(ca, name, persist ? 3000 : 30000, note_lost,
+                                 NULL);
+        struct held_watch hw = {.lk = a};
         struct waiter w = {0};
         redisContext *rc;
-        int64_t released;
-        pthread_t t;
+        int64_t t0;
+        pthread_t t, th;
 
-        (void)state;
         atomic_store(&a_lost, 0);
+        atomic_store(&hw.off_ms, 0);
+        atomic_store(&hw.stop, false);
         assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
         w.lk = new_lock(cb, name, 0, NULL, NULL);
         w.timeout = 30000;
@@ -555,23 +612,49 @@ static void faults__server_restart_survived_by_waiter(void **state)
             rc = raw();
             freeReplyObject(rcmd(rc, "SAVE"));
             redisFree(rc);
-        }
-        ctl("restart redis");
-        if (persist) {
+            ctl("restart redis");
             h_sleep_ms(2500); /* the waiter is back and waiting */
             assert_int_equal(atomic_load(&w.rc), 1);
             assert_true(dlock_held(a));
             assert_int_equal(atomic_load(&a_lost), 0);
-            released = h_now_ms();
+            t0 = h_now_ms();
             assert_int_equal(dlock_release(a), DLOCK_OK);
             pthread_join(t, NULL);
             assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
-            assert_true(atomic_load(&w.done_ms) >= released);
+            assert_true(atomic_load(&w.done_ms) >= t0);
         } else {
+            pthread_create(&th, NULL, held_watch_main, &hw);
+            assert_true(dlock_held(a));
+            if (!hash) {
+                t0 = h_now_ms();
+                ctl("restart redis");
+            } else {
+                pid_t srv = server_pid("redis");
+                t0 = h_now_ms();
+                assert_int_equal(kill(srv, SIGKILL), 0);
+                ctl("start redis");
+            }
             pthread_join(t, NULL);
             assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
-            for (int i = 0; i < 300 && atomic_load(&a_lost) == 0; i++)
-                h_sleep_ms(20);
+            for (int i = 0; i < 1000 && atomic_load(&a_lost) == 0; i++)
+                h_sleep_ms(10);
+            /* The watcher has seen it by now (lost implies not held). */
+            for (int i = 0; i < 100 && atomic_load(&hw.off_ms) == 0; i++)
+                h_sleep_ms(10);
+            atomic_store(&hw.stop, true);
+            pthread_join(th, NULL);
+            fprintf(stderr,
+                    "  %s, %s: held 0 after %lld ms, waiter granted after "
+                    "%lld ms\n",
+                    hash ? "hash" : "setnx",
+                    hash ? "SIGKILL and start" : "ctl restart",
+                    atomic_load(&hw.off_ms)
+                        ? (long long)(atomic_load(&hw.off_ms) - t0)
+                        : -1LL,
+                    (long long)(atomic_load(&w.done_ms) - t0));
+            /* Stopped believing before the other client was granted. */
+            assert_true(atomic_load(&hw.off_ms) != 0);
+            assert_true(atomic_load(&hw.off_ms) <= atomic_load(&w.done_ms));
             assert_int_equal(atomic_load(&a_lost), 1);
             assert_false(dlock_held(a));
             assert_int_equal(dlock_release(a), DLOCK_ELOST);
@@ -828,6 +911,160 @@ static void faults__wait_sees_release_after_attempt(void **state)
     dlock__uri_free(u);
 }
 
+/*
+ * Fences strictly increase per grant, also when a release ended in doubt
+ * and the same handle takes the lock again. The release must time out
+ * without reaching the server, so that the key is still the handle's when
+ * it acquires again: CLIENT PAUSE WRITE holds the release script back in
+ * the server, and the client's timeout closes the connection, after which
+ * Redis drops the held-back command (a SIGSTOPped server would run it on
+ * SIGCONT: the bytes are in its socket). Before the fix the re-grant
+ * handed back the fence of the grant before.
+ */
+static void faults__fence_grows_after_release_in_doubt(void **state)
+{
+    static const char *const modes[] = {"mode=setnx&timeout=300ms",
+                                        "mode=hash&timeout=300ms"};
+    redisContext *rc = raw();
+
+    (void)state;
+    for (size_t m = 0; m < 2; m++) {
+        dlock_client *c = h_client(h_uri_with(modes[m]));
+        dlock_lock *lk = new_lock(c, h_name("doubt"), 30000, NULL, NULL);
+        uint64_t f1, f2;
+        int rrc;
+
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+        f1 = dlock_fence(lk);
+        freeReplyObject(rcmd(rc, "CLIENT PAUSE 3000 WRITE"));
+        rrc = dlock_release(lk);
+        fprintf(stderr, "  %s: release: %d %s\n", modes[m], rrc,
+                dlock_lock_errmsg(lk));
+        assert_int_equal(rrc, DLOCK_ECONNECT);
+        h_sleep_ms(100); /* the server sees the connection closed */
+        freeReplyObject(rcmd(rc, "CLIENT UNPAUSE"));
+        /* The key is still ours: the release never ran. */
+        assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+        f2 = dlock_fence(lk);
+        fprintf(stderr, "  %s: fence %llu, then %llu\n", modes[m],
+                (unsigned long long)f1, (unsigned long long)f2);
+        assert_true(f2 > f1);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        dlock_lock_free(lk);
+        dlock_client_close(c);
+    }
+    redisFree(rc);
+}
+
+/* ---- no descriptor of dlock's reaches an exec'd child ------------------ */
+
+/* Child "idle GATE_FD": say it runs (its exec is done), then sleep until
+ * killed (30 s at most). */
+static int idle_child(char **args)
+{
+    char b = 1;
+    if (write(atoi(args[0]), &b, 1) != 1)
+        return 3;
+    for (int i = 0; i < 3000; i++)
+        h_sleep_ms(10);
+    return 0;
+}
+
+/* The descriptors open now, 3 and up. */
+static size_t open_fds(int *out, size_t cap)
+{
+    size_t n = 0;
+    for (int fd = 3; fd < 1024 && n < cap; fd++)
+        if (fcntl(fd, F_GETFD) >= 0)
+            out[n++] = fd;
+    return n;
+}
+
+/*
+ * [B-EXEC-1] A process holding locks, with a waiter asleep on the same
+ * names (setnx/hash: the pub/sub connection and its thread's eventfd),
+ * forks and execs a child: the child has none of the descriptors dlock
+ * opened, though the parent has several sockets (sessions, pub/sub,
+ * Redlock's five nodes per session). The conformance suite checks a
+ * holder's sessions; this adds what only waiting opens.
+ */
+static void exec_child_sees_no_descriptor(const char *const *uris, size_t n,
+                                          size_t want_sockets)
+{
+    int before[256], during[256];
+    size_t nbefore, nduring, sockets = 0;
+    dlock_client *c[4];
+    dlock_lock *held[4], *busy[4];
+    struct waiter w[4];
+    pthread_t t[4];
+    struct h_gate gate;
+    char fds[4096], gate_fd[16];
+    pid_t pid;
+    int leaked;
+
+    assert_true(n <= 4);
+    h_gate_init(&gate); /* the child's: before the snapshot */
+    nbefore = open_fds(before, 256);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = h_name("exec");
+        c[i] = h_client(uris[i]);
+        held[i] = new_lock(c[i], name, 0, NULL, NULL);
+        assert_int_equal(dlock_acquire(held[i], 5000), DLOCK_OK);
+        busy[i] = new_lock(c[i], name, 0, NULL, NULL);
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].lk = busy[i];
+        w[i].timeout = 20000;
+        atomic_store(&w[i].rc, 1);
+        pthread_create(&t[i], NULL, waiter_main, &w[i]);
+    }
+    h_sleep_ms(500); /* the waiters are subscribed and asleep */
+    nduring = open_fds(during, 256);
+    for (size_t i = 0; i < nduring; i++) {
+        char link[64], target[256];
+        ssize_t k;
+        snprintf(link, sizeof link, "/proc/self/fd/%d", during[i]);
+        k = readlink(link, target, sizeof target - 1);
+        target[k > 0 ? k : 0] = '\0';
+        sockets += strncmp(target, "socket:", 7) == 0;
+    }
+    fprintf(stderr, "  the parent has %zu sockets\n", sockets);
+    assert_true(sockets >= want_sockets); /* or the test proves nothing */
+
+    snprintf(gate_fd, sizeof gate_fd, "%d", gate.fd[1]);
+    pid = h_spawn("idle", gate_fd, NULL, NULL);
+    assert_true(h_gate_wait(&gate, 30000));
+    leaked = h_foreign_fds(pid, before, nbefore, fds, sizeof fds);
+    kill(pid, SIGKILL);
+    h_wait(pid);
+    if (leaked != 0)
+        fail_msg("the child inherited %d descriptors:\n%s", leaked, fds);
+
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(dlock_release(held[i]), DLOCK_OK);
+        pthread_join(t[i], NULL);
+        assert_int_equal(atomic_load(&w[i].rc), DLOCK_OK);
+        assert_int_equal(dlock_release(busy[i]), DLOCK_OK);
+        dlock_lock_free(held[i]);
+        dlock_lock_free(busy[i]);
+        dlock_client_close(c[i]);
+    }
+    h_gate_close(&gate);
+}
+
+static void faults__exec_child_sees_no_descriptor(void **state)
+{
+    const char *uris[2];
+    char u0[1024], u1[1024];
+
+    (void)state;
+    snprintf(u0, sizeof u0, "%s", h_uri_with("mode=setnx"));
+    snprintf(u1, sizeof u1, "%s", h_uri_with("mode=hash"));
+    uris[0] = u0;
+    uris[1] = u1;
+    /* Per client: a session and the pub/sub connection. */
+    exec_child_sees_no_descriptor(uris, 2, 4);
+}
+
 /* Every parameter is checked, and the message names it. */
 static void faults__bad_uris_name_the_parameter(void **state)
 {
@@ -841,6 +1078,9 @@ static void faults__bad_uris_name_the_parameter(void **state)
         {"?redlock=1&node_timeout=0", "node_timeout"},
         {"?redlock=1&node_timeout=1h", "node_timeout"},
         {"?redlock=1&drift=5", "drift"},
+        {"?restart_delay=1s", "restart_delay"},
+        {"?redlock=1&restart_delay=25h", "restart_delay"},
+        {"?redlock=1&restart_delay=soon", "restart_delay"},
         {"?timeout=0", "timeout"},      {"?bogus=1", "bogus"},
     };
     const char *base = getenv("DLOCK_TEST_REDIS_URI");
@@ -958,7 +1198,9 @@ static void redlock__paused_node_costs_node_timeout(void **state)
  * DIR/inside with O_EXCL (it exists: two holders) and remove it. */
 static int contend_child(char **args)
 {
-    dlock_client *c = h_client(getenv("DLOCK_URI"));
+    /* Nodes come back and count at once, as before the delayed restart:
+     * this test is about quorum and validity. */
+    dlock_client *c = h_client(h_uri_with("restart_delay=0"));
     char inside[300], path[320], text[64];
     int64_t end = h_now_ms() + atoi(args[2]) * 1000;
     int overlaps = 0, held = 0, lost_inside = 0;
@@ -1046,6 +1288,394 @@ static void redlock__no_two_holders_through_restarts(void **state)
     assert_true(total >= 20); /* it did contend */
 }
 
+/* ---- Redlock's delayed restart --------------------------------------------- */
+
+/* The base URI with parameters: "redlock://hosts?params". */
+static const char *rl_with(char *buf, size_t cap, const char *params)
+{
+    snprintf(buf, cap, "%s?%s", uri, params);
+    return buf;
+}
+
+/* Nodes started (or restarted) moments ago do not count until they have
+ * been up for the delay: wait until a lock can be had, bounded. */
+static void rl_wait_usable(const char *u, uint32_t max_ms)
+{
+    dlock_client *c = h_client(u);
+    dlock_lock *lk = new_lock(c, h_name("usable"), 0, NULL, NULL);
+    assert_int_equal(dlock_acquire(lk, max_ms), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
+/* The PIDs of Redlock nodes (1-based indexes), for rl_crash_restart. */
+static void rl_pids(const int *nodes, size_t n, pid_t *out)
+{
+    char which[32];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(which, sizeof which, "redis5 %d", nodes[i]);
+        out[i] = server_pid(which);
+    }
+}
+
+/* Crash nodes (SIGKILL, all within microseconds; no persistence: they
+ * come back empty) whose PIDs rl_pids() gave, and start them again. */
+static void rl_crash_restart(const int *nodes, const pid_t *pids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(kill(pids[i], SIGKILL), 0);
+    for (size_t i = 0; i < n; i++)
+        ctl("start-nowait redis5 %d", nodes[i]);
+    for (size_t i = 0; i < n; i++)
+        ctl("wait redis5 %d", nodes[i]);
+}
+
+/*
+ * The hazard, step by step: a holder's lock is on all five nodes; three of
+ * them crash and come back empty. With restart_delay=0 another client is
+ * granted the lock at once, the holder still believing it holds: two
+ * holders. With the delay (here 4 s: the longest lease the client asked
+ * for) the restarted nodes count for nothing until they have been up that
+ * long: the other client is refused, with a message that says why, the
+ * holder's renewal says the lock is lost, and the lock is granted again
+ * only after the delay.
+ */
+static void redlock__restarted_nodes_sit_out_their_delay(void **state)
+{
+    static const int three[] = {1, 2, 3};
+    char ua[1200], uoff[1200], name[64];
+    dlock_client *ch, *cb, *coff;
+    dlock_lock *h, *b, *off, *other;
+    pid_t srv[3];
+    int64_t crashed, got;
+    int rc;
+
+    (void)state;
+    rl_with(ua, sizeof ua, "lease=2s");
+    rl_with(uoff, sizeof uoff, "lease=2s&restart_delay=0");
+    rl_wait_usable(ua, 20000);
+    snprintf(name, sizeof name, "%s", h_name("delay"));
+    ch = h_client(ua);
+    cb = h_client(ua);
+    coff = h_client(uoff);
+    {
+        /* No watchdog: a renewal of h's between the crash and the checks
+         * below would already find it lost (as it should), and hide the
+         * two holders this test shows without the delay. A 4 s lease: no
+         * longer than b's delay. */
+        dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+        o.lease_ms = 4000;
+        o.flags = DLOCK_LOCK_NO_WATCHDOG;
+        assert_int_equal(dlock_lock_new(&h, ch, name, &o), DLOCK_OK);
+    }
+    b = new_lock(cb, name, 0, NULL, NULL);
+    off = new_lock(coff, name, 0, NULL, NULL);
+    /* b's client once asked for a 4 s lease: its delay is 4 s now. */
+    other = new_lock(cb, h_name("longer"), 4000, NULL, NULL);
+    assert_int_equal(dlock_acquire(other, 0), DLOCK_OK);
+    assert_int_equal(dlock_release(other), DLOCK_OK);
+    assert_int_equal(dlock_acquire(h, 0), DLOCK_OK);
+    assert_int_equal(dlock_try_acquire(b), DLOCK_EBUSY);
+
+    rl_pids(three, 3, srv);
+    crashed = h_now_ms();
+    rl_crash_restart(three, srv, 3);
+    /* Without the delay: granted while h holds. */
+    rc = dlock_acquire(off, 3000);
+    fprintf(stderr, "  restart_delay=0 after the restart: %d (%s)\n", rc,
+            dlock_lock_errmsg(off));
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(dlock_held(h)); /* two holders: what the delay prevents */
+    assert_int_equal(dlock_release(off), DLOCK_OK);
+    /* With it: refused, and told why. */
+    rc = dlock_try_acquire(b);
+    fprintf(stderr, "  with the delay: %d (%s)\n", rc,
+            dlock_lock_errmsg(b));
+    assert_int_equal(rc, DLOCK_ECONNECT);
+    assert_non_null(strstr(dlock_lock_errmsg(b), "restarted less than 4000"));
+    /* The holder's renewal: three nodes say the lock is gone (a node not
+     * reconnected in time leaves it in doubt: ask again, bounded). */
+    rc = dlock_renew(h);
+    for (int i = 0; i < 10 && rc == DLOCK_ECONNECT; i++) {
+        h_sleep_ms(100);
+        rc = dlock_renew(h);
+    }
+    assert_int_equal(rc, DLOCK_ELOST);
+    assert_false(dlock_held(h));
+    assert_int_equal(dlock_release(h), DLOCK_ELOST);
+    /* Granted again, but not before the restarted nodes were up 4 s. */
+    assert_int_equal(dlock_acquire(b, 15000), DLOCK_OK);
+    got = h_now_ms();
+    fprintf(stderr, "  granted again %lld ms after the crash\n",
+            (long long)(got - crashed));
+    assert_true(got - crashed >= 4000);
+    assert_int_equal(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(b);
+    dlock_lock_free(off);
+    dlock_lock_free(other);
+    dlock_client_close(ch);
+    dlock_client_close(cb);
+    dlock_client_close(coff);
+}
+
+/*
+ * Child "rlhist NAME DIR DELAY" (DELAY "on" or "off": restart_delay=0):
+ * take NAME again and again with a 6 s lease, hold it ~1.8 s and, while
+ * dlock_held() says yes, do a read-modify-write of the unfenced counter
+ * DIR/counter. Each holding writes its start to DIR/current (the nemesis
+ * waits for one to crash nodes under it). Log one line per holding to
+ * DIR/log-<pid>:
+ *   "<t0> <t_end> <wrote>"
+ * t0 when acquire returned, t_end the last dlock_held() sample that still
+ * said yes (CLOCK_MONOTONIC ms, one clock for all processes), wrote 1 if
+ * the counter was written. Runs until DIR/stop exists (at most 120 s).
+ */
+static int rlhist_child(char **args)
+{
+    char u[1200], path[320], stop[320], cpath[320], cur[320];
+    dlock_client *c;
+    dlock_lock *lk;
+    FILE *log;
+    int64_t end = h_now_ms() + 120000;
+    struct stat st;
+
+    snprintf(u, sizeof u, "%s",
+             h_uri_with(strcmp(args[2], "off") == 0
+                            ? "lease=6s&restart_delay=0"
+                            : "lease=6s"));
+    c = h_client(u);
+    if (c == NULL)
+        return 3;
+    lk = new_lock(c, args[0], 0, NULL, NULL);
+    snprintf(path, sizeof path, "%s/log-%d", args[1], (int)getpid());
+    snprintf(stop, sizeof stop, "%s/stop", args[1]);
+    snprintf(cpath, sizeof cpath, "%s/counter", args[1]);
+    snprintf(cur, sizeof cur, "%s/current", args[1]);
+    log = fopen(path, "w");
+    if (log == NULL)
+        return 4;
+    setvbuf(log, NULL, _IOLBF, 0);
+    while (h_now_ms() < end && stat(stop, &st) != 0) {
+        int64_t t0, t_end;
+        int wrote = 0;
+        if (dlock_acquire(lk, 1000) != DLOCK_OK) {
+            h_sleep_ms(5);
+            continue;
+        }
+        t0 = t_end = h_now_ms();
+        {
+            char text[32];
+            snprintf(text, sizeof text, "%lld\n", (long long)t0);
+            write_file(cur, text);
+        }
+        h_sleep_ms(900);
+        if (dlock_held(lk)) {
+            char text[32] = "0";
+            FILE *f;
+            long v;
+            t_end = h_now_ms();
+            f = fopen(cpath, "r");
+            if (f != NULL) {
+                if (fgets(text, sizeof text, f) == NULL)
+                    text[0] = '0';
+                fclose(f);
+            }
+            v = atol(text);
+            h_sleep_ms(20); /* widen the read-modify-write */
+            f = fopen(cpath, "w");
+            if (f != NULL) {
+                fprintf(f, "%ld\n", v + 1);
+                fclose(f);
+            }
+            wrote = 1;
+            if (dlock_held(lk)) {
+                t_end = h_now_ms();
+                h_sleep_ms(900);
+                if (dlock_held(lk))
+                    t_end = h_now_ms();
+            }
+        }
+        fprintf(log, "%lld %lld %d\n", (long long)t0, (long long)t_end,
+                wrote);
+        dlock_release(lk);
+        h_sleep_ms(1);
+    }
+    fclose(log);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    return 0;
+}
+
+struct hold {
+    long long t0, t1;
+    int wrote, pid;
+};
+
+static int hold_cmp(const void *a, const void *b)
+{
+    const struct hold *x = a, *y = b;
+    return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+struct history {
+    int holdings, writes, counter, overlaps;
+};
+
+/* Read the logs of pids: holdings, writes, overlapping held windows of
+ * two processes, and the counter's final value. */
+static struct history history_check(const char *dir, const pid_t *pids,
+                                    int n)
+{
+    struct history h = {0, 0, 0, 0};
+    struct hold *v = NULL;
+    size_t len = 0, cap = 0;
+    char path[320], line[128];
+    FILE *f;
+
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/log-%d", dir, (int)pids[i]);
+        f = fopen(path, "r");
+        assert_non_null(f);
+        while (fgets(line, sizeof line, f) != NULL) {
+            struct hold x;
+            if (sscanf(line, "%lld %lld %d", &x.t0, &x.t1, &x.wrote) != 3)
+                continue;
+            x.pid = (int)pids[i];
+            if (len == cap) {
+                cap = cap ? cap * 2 : 256;
+                v = realloc(v, cap * sizeof *v);
+                assert_non_null(v);
+            }
+            v[len++] = x;
+        }
+        fclose(f);
+    }
+    qsort(v, len, sizeof *v, hold_cmp);
+    for (size_t i = 0; i < len; i++) {
+        h.writes += v[i].wrote;
+        for (size_t j = i + 1; j < len && v[j].t0 < v[i].t1; j++)
+            if (v[j].pid != v[i].pid) {
+                if (h.overlaps < 5)
+                    fprintf(stderr,
+                            "  overlap: pid %d held %lld..%lld, pid %d "
+                            "from %lld\n",
+                            v[i].pid, v[i].t0, v[i].t1, v[j].pid, v[j].t0);
+                h.overlaps++;
+            }
+    }
+    h.holdings = (int)len;
+    snprintf(path, sizeof path, "%s/counter", dir);
+    f = fopen(path, "r");
+    if (f != NULL) {
+        if (fgets(line, sizeof line, f) != NULL)
+            h.counter = atoi(line);
+        fclose(f);
+    }
+    free(v);
+    return h;
+}
+
+/*
+ * Four processes contend (6 s leases, ~1.8 s holdings) while three of the
+ * five nodes crash and come back empty, several times: the common setup
+ * with no persistence. Overlaps are found from the processes' logged held
+ * windows (dlock_held() samples) and the unfenced counter, not from
+ * dlock's state. With restart_delay=0 the test must find an overlap (it
+ * stops at the first cycle that shows one), proving it can fail; with the
+ * delay, none in every cycle. DLOCK_TEST_REDLOCK_CYCLES=N runs N cycles of
+ * each, without stopping early: a longer measurement.
+ */
+static void rl_history(bool delay, int cycles, struct history *out)
+{
+    const char *env = getenv("DLOCK_TEST_REDLOCK_CYCLES");
+    bool measure = env != NULL && atoi(env) > 0 && atoi(env) <= 1000;
+    static const int sets[][3] = {{1, 2, 3}, {3, 4, 5}, {1, 4, 5},
+                                  {2, 3, 4}, {1, 2, 5}, {2, 4, 5}};
+    const char *name;
+    char dir[300], path[320], u[1200], seen[32] = "", now_text[32];
+    pid_t pids[4], srv[3];
+    int done = 0;
+
+    /* The nodes a previous test restarted count again first. */
+    rl_wait_usable(rl_with(u, sizeof u, "lease=6s"), 20000);
+    name = h_name(delay ? "hist-on" : "hist-off");
+
+    snprintf(dir, sizeof dir, "%s/%s", h_scratch(), name);
+    mkdir(dir, 0700);
+    for (int i = 0; i < 4; i++)
+        pids[i] = h_spawn("rlhist", name, dir, delay ? "on" : "off");
+    h_sleep_ms(1500);
+    if (measure)
+        cycles = atoi(env);
+    snprintf(path, sizeof path, "%s/current", dir);
+    for (int k = 0; k < cycles; k++) {
+        rl_pids(sets[k % 6], 3, srv);
+        /* Crash as a holding begins (within ~20 ms: the poll), so that
+         * it still runs when the nodes are back (~0.5 s, more when the
+         * machine is loaded), whatever the load; 5 s at most. */
+        if (read_file(path, seen, sizeof seen) == false)
+            seen[0] = '\0';
+        for (int i = 0; i < 250; i++) {
+            h_sleep_ms(20);
+            if (read_file(path, now_text, sizeof now_text) &&
+                strcmp(now_text, seen) != 0)
+                break;
+        }
+        rl_crash_restart(sets[k % 6], srv, 3);
+        done++;
+        /* Let the delay (the 6 s lease, up to 1 s of rounding) pass, and
+         * the others hold again. */
+        h_sleep_ms(8000);
+        /* Without the delay, the first cycle that let two in is enough
+         * (the logs are line-buffered: readable while they run). */
+        if (!delay && !measure && history_check(dir, pids, 4).overlaps > 0)
+            break;
+    }
+    snprintf(path, sizeof path, "%s/stop", dir);
+    write_file(path, "stop\n");
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(h_wait(pids[i]), 0);
+    *out = history_check(dir, pids, 4);
+    fprintf(stderr,
+            "  restart_delay %s: %d crash cycles (3 of 5 nodes each), %d "
+            "holdings, %d writes, counter %d (%d lost), %d overlaps\n",
+            delay ? "on" : "off", done, out->holdings, out->writes,
+            out->counter, out->writes - out->counter, out->overlaps);
+}
+
+static void redlock__no_two_holders_with_delayed_restart(void **state)
+{
+    struct history h;
+
+    (void)state;
+    rl_history(true, 5, &h);
+    assert_int_equal(h.overlaps, 0);
+    assert_int_equal(h.writes, h.counter); /* no update lost */
+    assert_true(h.holdings >= 10);         /* it did contend */
+}
+
+static void redlock__without_delay_two_holders_are_seen(void **state)
+{
+    struct history h;
+
+    (void)state;
+    rl_history(false, 8, &h);
+    assert_true(h.overlaps > 0);
+}
+
+static void redlock__exec_child_sees_no_descriptor(void **state)
+{
+    char u[1200];
+    const char *uris[1];
+
+    (void)state;
+    uris[0] = rl_with(u, sizeof u, "restart_delay=0");
+    /* A session's five node connections at least. */
+    exec_child_sees_no_descriptor(uris, 1, 5);
+}
+
 /* ---- main --------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -1054,6 +1684,8 @@ int main(int argc, char **argv)
         {"stopped", stopped_child},
         {"hold", hold_child},
         {"contend", contend_child},
+        {"idle", idle_child},
+        {"rlhist", rlhist_child},
         {NULL, NULL},
     };
     const struct CMUnitTest interop[] = {
@@ -1070,12 +1702,18 @@ int main(int argc, char **argv)
         cmocka_unit_test(faults__password_never_in_messages),
         cmocka_unit_test(faults__paused_and_stopped_server_time_out),
         cmocka_unit_test(faults__server_restart_survived_by_waiter),
+        cmocka_unit_test(faults__fence_grows_after_release_in_doubt),
+        cmocka_unit_test(faults__exec_child_sees_no_descriptor),
     };
     const struct CMUnitTest redlock[] = {
         cmocka_unit_test(redlock__acquires_with_two_stopped),
         cmocka_unit_test(redlock__fails_clearly_with_three_stopped),
         cmocka_unit_test(redlock__paused_node_costs_node_timeout),
         cmocka_unit_test(redlock__no_two_holders_through_restarts),
+        cmocka_unit_test(redlock__exec_child_sees_no_descriptor),
+        cmocka_unit_test(redlock__restarted_nodes_sit_out_their_delay),
+        cmocka_unit_test(redlock__without_delay_two_holders_are_seen),
+        cmocka_unit_test(redlock__no_two_holders_with_delayed_restart),
     };
     int rc = 0;
 
@@ -1086,7 +1724,10 @@ int main(int argc, char **argv)
     h_child_dispatch(argc, argv, roles);
     uri = h_setup(argc, argv);
     if (strcmp(group, "redlock") == 0) {
-        snprintf(rl_uri, sizeof rl_uri, "%s", uri);
+        /* The quorum tests stop and start nodes and expect them back at
+         * once: they run without the delayed restart, which has tests of
+         * its own below. */
+        snprintf(rl_uri, sizeof rl_uri, "%s?restart_delay=0", uri);
         rc = cmocka_run_group_tests_name("redis/redlock", redlock, NULL,
                                          NULL);
     } else if (strcmp(group, "interop") == 0) {
