@@ -42,7 +42,8 @@
  *
  * Divisions: constants and types; parameters and paths; connections and
  * their watcher; calls; reading the children; orphans; contexts and
- * sessions; acquire; renew and release; inspect; the raw floor.
+ * sessions; acquire; renew and release; inspect; the raw floor; the modes
+ * and the table.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -80,19 +81,28 @@
  * reply was lost on the way (release then sweeps for duplicates). */
 #define ZK_W_DOUBT (1ull << 32)
 
-extern const struct dlock_backend dlock__backend_zk;
+/*
+ * A mode of this backend: core's mode object first (core and the backend
+ * table see only that), then what tells the modes apart, the names of
+ * our nodes. A node is "_c_<uuid>-" + one of these + the sequence number.
+ */
+struct zk_mode {
+    struct dlock_mode base;
+    const char *node_exclusive; /* a writer's node */
+    const char *node_shared;    /* a reader's node; must contain __READ__ */
+};
 
 struct zk_conn;
 
-/* Per-client state: the parsed URI and the current ZooKeeper session. */
+/* Per-client state: the parsed URI, the mode and the current session. */
 struct zk_ctx {
     pthread_mutex_t mu;     /* cur and every conn's refs */
     struct zk_conn *cur;    /* the live session; replaced once expired */
+    const struct zk_mode *mode; /* set by ctx_open; NULL in floor */
     char *hosts;            /* "h1:p1,h2:p2" for zookeeper_init */
     char prefix[ZK_PREFIX_MAX + 1]; /* chroot+base+/namespace, no final / */
     uint32_t session_ms;    /* asked for; the server may adjust it */
     uint32_t timeout_ms;    /* each call, and connecting */
-    int rwlock;             /* mode=rwlock: Curator's read/write names */
 };
 
 /* A thread waiting for a node to go away (its predecessor). */
@@ -191,10 +201,9 @@ struct zk_session {
     char aux[ZK_PATH_MAX];
 };
 
-static const char *const zk_params[] = {"session_timeout", "base", "mode",
-                                        NULL};
+static const char *const zk_params[] = {"session_timeout", "base", NULL};
 static const char *const zk_aliases[] = {"zookeeper", NULL};
-static const char *const zk_modes[] = {"mutex", "rwlock", NULL};
+static const struct dlock_mode *const zk_modes[];
 
 /* The libzookeeper log: its lines would go to the application's stderr.
  * A handle's lines come here (zookeeper_init2) and are dropped, except the
@@ -332,14 +341,15 @@ static void zk_ctx_free(struct zk_ctx *x)
     free(x);
 }
 
-/* Read the URI into a new context: hosts, prefix, session timeout, mode. */
+/* Read the URI into a new context: hosts, prefix, session timeout. The mode
+ * is core's (mode=, in uri->mode): ctx_open() sets x->mode. */
 static int zk_parse(struct zk_ctx **out, const struct dlock_uri *u, char *err,
                     size_t errlen)
 {
     const char *base = dlock_uri_param(u, "base");
     struct zk_ctx *x;
     size_t cap, n = 0, plen = 0;
-    int rc, mode = 0;
+    int rc;
 
     *out = NULL;
     if (u->user != NULL || u->password != NULL)
@@ -374,9 +384,6 @@ static int zk_parse(struct zk_ctx **out, const struct dlock_uri *u, char *err,
                               ? ""
                               : " (from lease=)",
                           ZK_SESSION_MIN_MS, ZK_SESSION_MAX_MS);
-    if (rc == DLOCK_OK)
-        rc = dlock_uri_choice(u, "mode", zk_modes, 0, &mode, err, errlen);
-    x->rwlock = mode == 1;
     x->timeout_ms = u->timeout_ms;
 
     /* The lock nodes live under chroot + base + /namespace. The chroot is
@@ -448,15 +455,16 @@ static size_t zk_dir(const struct zk_ctx *x, char *out, const char *name,
     return n + dlock_name_segment(out + n, ZK_SEGMENT_MAX, name, len);
 }
 
-/* Curator's names: InterProcessMutex "lock-"; InterProcessReadWriteLock
- * "__WRIT__" and "__READ__". A reader in mutex mode writes "__READ__lock-":
- * Curator's mutex sorts it by its number and waits for it like any
- * contender, and dlock sees a reader. */
+/* The part of our node's name that says what it asks for: one name per
+ * kind, from the mode object (Curator's names: see the modes at the end). */
 static const char *zk_kind(const struct zk_ctx *x, int shared)
 {
-    if (x->rwlock)
-        return shared ? "__READ__" : "__WRIT__";
-    return shared ? "__READ__lock-" : "lock-";
+    return shared ? x->mode->node_shared : x->mode->node_exclusive;
+}
+
+static int zk_shared(const struct dlock_request *req)
+{
+    return req->kind == DLOCK_KIND_SHARED;
 }
 
 /* The id in our node names: a UUID (version 4 layout, as Curator's
@@ -486,7 +494,7 @@ static void zk_node_path(struct zk_session *zs, const struct zk_conn *c,
 
     zk_guid(c, g->word[0], guid);
     snprintf(out + n, ZK_PATH_MAX - n, "/_c_%s-%s%010d", guid,
-             zk_kind(zs->ctx, (req->flags & DLOCK_LOCK_SHARED) != 0),
+             zk_kind(zs->ctx, zk_shared(req)),
              (int)(uint32_t)g->word[1]);
 }
 
@@ -1264,16 +1272,33 @@ static int zk_lease_ok(uint32_t lease_ms, int session_ms)
     return session_ms > 0 && lease_ms <= 2u * (uint32_t)session_ms;
 }
 
-static int zk_ctx_open(void **out, const struct dlock_uri *uri, char *err,
+/* Our mode object around core's, or NULL if mode is not ours. */
+static const struct zk_mode *zk_mode_of(const struct dlock_mode *mode)
+{
+    for (size_t i = 0; zk_modes[i] != NULL; i++)
+        if (zk_modes[i] == mode)
+            return (const struct zk_mode *)mode;
+    return NULL;
+}
+
+static int zk_ctx_open(void **out, const struct dlock_uri *uri,
+                       const struct dlock_mode *mode, char *err,
                        size_t errlen)
 {
+    const struct zk_mode *m = zk_mode_of(mode);
     struct zk_ctx *x;
     struct zk_conn *c;
     int rc;
 
+    if (m == NULL)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "mode: '%s' is not a mode of zk://",
+                            mode != NULL && mode->name != NULL ? mode->name
+                                                               : "(none)");
     rc = zk_parse(&x, uri, err, errlen);
     if (rc != DLOCK_OK)
         return rc;
+    x->mode = m;
     c = zk_conn_new(x, err, errlen, &rc);
     if (c == NULL) {
         zk_ctx_free(x);
@@ -1330,13 +1355,6 @@ static int zk_open(struct dlock_session **out, const struct dlock_uri *uri,
         return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
     }
     zs->ctx = x;
-    zs->base.backend = &dlock__backend_zk;
-    zs->base.caps = dlock__backend_zk.caps;
-    zs->base.mode = x->rwlock ? "rwlock" : "mutex";
-    /* Only connection errors are retried by core (waiting is native):
-     * give a reconnection a moment, not a busy loop. */
-    zs->base.retry_min_ms = 20;
-    zs->base.retry_max_ms = 500;
     *out = &zs->base;
     return DLOCK_OK;
 }
@@ -1537,7 +1555,7 @@ static int zk_acquire(struct dlock_session *s, const struct dlock_request *req,
 {
     struct zk_session *zs = (struct zk_session *)s;
     struct zk_ctx *x = zs->ctx;
-    int shared = (req->flags & DLOCK_LOCK_SHARED) != 0;
+    int shared = zk_shared(req);
     char guid[ZK_GUID_LEN + 1];
     struct zk_scan scan;
     struct zk_conn *c;
@@ -2060,29 +2078,61 @@ done:
     return rc;
 }
 
+/* ---- the modes and the table ---------------------------------------------- */
+
+/* What both modes really give. No DLOCK_CAP_LEASE: a lock never expires
+ * while its holder's session lives, and the C client keeps the session
+ * alive by itself; renewals only prove it (and feed dlock_held()). No
+ * DLOCK_CAP_NOTIFY either: the watch on the predecessor wakes a native
+ * wait (NATIVE_WAIT); there is no wait() for core's retry loop. Only
+ * connection errors are retried by core (waiting is native): give a
+ * reconnection a moment, not a busy loop. */
+#define ZK_MODE_COMMON                                                      \
+    .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |  \
+            DLOCK_CAP_SHARED | DLOCK_CAP_FENCING |                           \
+            DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW,            \
+    .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |                          \
+             DLOCK_KIND_BIT(DLOCK_KIND_SHARED),                              \
+    .retry_min_ms = 20, .retry_max_ms = 500, .acquire = zk_acquire,          \
+    .renew = zk_renew, .release = zk_release, .inspect = zk_inspect,         \
+    .floor = zk_floor
+
+/* Curator's InterProcessMutex: "lock-". A reader writes "__READ__lock-":
+ * Curator's mutex sorts it by its number and waits for it like any
+ * contender, and dlock sees a reader. */
+static const struct zk_mode zk_mutex = {
+    .base = {.name = "mutex",
+             .summary = "Curator InterProcessMutex node names (lock-); "
+                        "readers queue as __READ__lock-",
+             ZK_MODE_COMMON},
+    .node_exclusive = "lock-",
+    .node_shared = "__READ__lock-",
+};
+
+/* Curator's InterProcessReadWriteLock: "__WRIT__" and "__READ__". */
+static const struct zk_mode zk_rwlock = {
+    .base = {.name = "rwlock",
+             .summary = "Curator InterProcessReadWriteLock node names "
+                        "(__WRIT__, __READ__)",
+             ZK_MODE_COMMON},
+    .node_exclusive = "__WRIT__",
+    .node_shared = "__READ__",
+};
+
+static const struct dlock_mode *const zk_modes[] = {&zk_mutex.base,
+                                                    &zk_rwlock.base, NULL};
+
 const struct dlock_backend dlock__backend_zk = {
     .version = DLOCK_BACKEND_VERSION,
     .scheme = "zk",
     .aliases = zk_aliases,
     .params = zk_params,
-    /* No DLOCK_CAP_LEASE: a lock never expires while its holder's session
-     * lives, and the C client keeps the session alive by itself. Renewals
-     * only prove it (and feed dlock_held()). No DLOCK_CAP_NOTIFY either:
-     * the watch on the predecessor wakes a native wait (NATIVE_WAIT);
-     * there is no wait() for core's retry loop. */
-    .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |
-            DLOCK_CAP_SHARED | DLOCK_CAP_FENCING |
-            DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW,
-    .summary = "ZooKeeper ephemeral sequential nodes, Curator-compatible "
-               "names (mode=mutex|rwlock)",
+    .summary = "Apache ZooKeeper: ephemeral sequential nodes, "
+               "Curator-compatible names",
+    .modes = zk_modes,
     .global_init = zk_global_init,
     .ctx_open = zk_ctx_open,
     .ctx_close = zk_ctx_close,
     .open = zk_open,
     .close = zk_close,
-    .acquire = zk_acquire,
-    .renew = zk_renew,
-    .release = zk_release,
-    .inspect = zk_inspect,
-    .floor = zk_floor,
 };
