@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "../conformance/harness.h"
+#include "dlock/backend.h" /* dlock_bench_floor */
 #include "zkt.h"
 
 #define SLACK_MS 2000
