@@ -11,9 +11,10 @@
  * announced between a failed attempt and the LISTEN is never delivered.
  * So a waiter whose channel was not yet active when it made its attempt
  * only waits for the LISTEN to be confirmed and returns, and core makes
- * the attempt again; that attempt notes the channel's count (pg_listen_seq)
- * and the next wait sleeps until the count moves. Channels stay listened
- * to while they are used and are dropped after CHAN_IDLE_MS unused.
+ * the attempt again; that attempt notes the channel's count
+ * (dlock__pg_listen_seq) and the next wait sleeps until the count moves.
+ * Channels stay listened to while they are used and are dropped after
+ * CHAN_IDLE_MS unused.
  *
  * If the connection breaks, every channel's count is bumped (a notification
  * may have been lost) and the thread reconnects with backoff; meanwhile
@@ -21,6 +22,12 @@
  *
  * Costs: one connection and one thread per client that waits at all; a
  * mutex and a hash lookup per lease acquire once the listener runs.
+ *
+ * The listener belongs to the client context (postgres.c starts and stops
+ * it); lease.c is its only user. It connects with conn.c's
+ * dlock__pg_connect_raw() and calls nothing above conn.c.
+ *
+ * Divisions: channels; the thread; what the client and waiters call.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -42,71 +49,54 @@
 /* The longest LISTEN/UNLISTEN command sent at once. */
 #define CMD_MAX 8192
 
+/* ---- channels ---------------------------------------------------------- */
+
 static size_t bucket(uint64_t key)
 {
     return (size_t)(key ^ (key >> 29)) % PG_CHAN_BUCKETS;
 }
 
-/* Call with x->mu held. */
-static struct pg_chan *chan_find(struct pg_ctx *x, uint64_t key)
+/* Call with ln->mu held. */
+static struct pg_chan *chan_find(struct pg_listener *ln, uint64_t key)
 {
-    for (struct pg_chan *c = x->chans[bucket(key)]; c != NULL; c = c->next)
+    for (struct pg_chan *c = ln->chans[bucket(key)]; c != NULL; c = c->next)
         if (c->key == key)
             return c;
     return NULL;
 }
 
-static void wake_thread(struct pg_ctx *x)
+static void wake_thread(struct pg_listener *ln)
 {
     uint64_t one = 1;
-    ssize_t n = write(x->wakefd, &one, sizeof one);
+    ssize_t n = write(ln->wakefd, &one, sizeof one);
     (void)n; /* a full counter already means "wake up" */
 }
 
-static void abs_time(struct timespec *ts, int64_t at_ms)
-{
-    ts->tv_sec = (time_t)(at_ms / 1000);
-    ts->tv_nsec = (long)(at_ms % 1000) * 1000000L;
-}
-
-void pg_listen_init(struct pg_ctx *x)
-{
-    pthread_condattr_t attr;
-
-    atomic_init(&x->listening, false);
-    pthread_mutex_init(&x->mu, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&x->cv, &attr);
-    pthread_condattr_destroy(&attr);
-    x->wakefd = -1;
-}
-
 /* Every channel must be LISTENed again (new connection), and any of them
- * may have missed a notification. Call with x->mu held. */
-static void chans_reset(struct pg_ctx *x)
+ * may have missed a notification. Call with ln->mu held. */
+static void chans_reset(struct pg_listener *ln)
 {
     for (size_t b = 0; b < PG_CHAN_BUCKETS; b++)
-        for (struct pg_chan *c = x->chans[b]; c != NULL; c = c->next) {
+        for (struct pg_chan *c = ln->chans[b]; c != NULL; c = c->next) {
             c->state = PG_CHAN_WANT;
             c->seq++;
         }
-    pthread_cond_broadcast(&x->cv);
+    pthread_cond_broadcast(&ln->cv);
 }
 
 /* Build the next command: LISTEN what is wanted, UNLISTEN (and forget)
- * what has been idle. Marks the LISTENed ones SENT. Call with x->mu held. */
-static size_t build_cmd(struct pg_ctx *x, char *cmd, int64_t now)
+ * what has been idle. Marks the LISTENed ones SENT. Call with ln->mu held. */
+static size_t build_cmd(struct pg_listener *ln, char *cmd, int64_t now)
 {
     size_t n = 0;
     char name[24];
 
     for (size_t b = 0; b < PG_CHAN_BUCKETS; b++) {
-        for (struct pg_chan **p = &x->chans[b]; *p != NULL;) {
+        for (struct pg_chan **p = &ln->chans[b]; *p != NULL;) {
             struct pg_chan *c = *p;
             if (n + 48 >= CMD_MAX)
                 return n;
-            pg_channel_name(name, c->key);
+            dlock__pg_channel_name(name, c->key);
             if (c->state == PG_CHAN_WANT) {
                 n += (size_t)snprintf(cmd + n, CMD_MAX - n, "LISTEN %s;",
                                       name);
@@ -125,9 +115,11 @@ static size_t build_cmd(struct pg_ctx *x, char *cmd, int64_t now)
     return n;
 }
 
+/* ---- the thread -------------------------------------------------------- */
+
 /* Deliver what libpq has read: notifications, and the end of our
  * LISTEN command. Returns false if the connection failed. */
-static bool take_input(struct pg_ctx *x, PGconn *conn, bool *inflight)
+static bool take_input(struct pg_listener *ln, PGconn *conn, bool *inflight)
 {
     PGnotify *nt;
     PGresult *r;
@@ -139,13 +131,13 @@ static bool take_input(struct pg_ctx *x, PGconn *conn, bool *inflight)
         if (r == NULL) {
             /* The command is done: its channels are live. */
             *inflight = false;
-            pthread_mutex_lock(&x->mu);
+            pthread_mutex_lock(&ln->mu);
             for (size_t b = 0; b < PG_CHAN_BUCKETS; b++)
-                for (struct pg_chan *c = x->chans[b]; c != NULL; c = c->next)
+                for (struct pg_chan *c = ln->chans[b]; c != NULL; c = c->next)
                     if (c->state == PG_CHAN_SENT)
                         c->state = PG_CHAN_ACTIVE;
-            pthread_cond_broadcast(&x->cv);
-            pthread_mutex_unlock(&x->mu);
+            pthread_cond_broadcast(&ln->cv);
+            pthread_mutex_unlock(&ln->mu);
             break;
         }
         PQclear(r);
@@ -153,13 +145,13 @@ static bool take_input(struct pg_ctx *x, PGconn *conn, bool *inflight)
     while ((nt = PQnotifies(conn)) != NULL) {
         uint64_t key;
         if (sscanf(nt->relname, "dlock_%16" SCNx64, &key) == 1) {
-            pthread_mutex_lock(&x->mu);
-            struct pg_chan *c = chan_find(x, key);
+            pthread_mutex_lock(&ln->mu);
+            struct pg_chan *c = chan_find(ln, key);
             if (c != NULL) {
                 c->seq++;
-                pthread_cond_broadcast(&x->cv);
+                pthread_cond_broadcast(&ln->cv);
             }
-            pthread_mutex_unlock(&x->mu);
+            pthread_mutex_unlock(&ln->mu);
         }
         PQfreemem(nt);
     }
@@ -168,45 +160,43 @@ static bool take_input(struct pg_ctx *x, PGconn *conn, bool *inflight)
 
 static void *listen_main(void *arg)
 {
-    struct pg_ctx *x = arg;
+    struct pg_listener *ln = arg;
     PGconn *conn = NULL;
     uint32_t backoff = RECONNECT_MIN_MS;
     bool inflight = false;
     char *cmd = malloc(CMD_MAX);
     char err[512];
 
-    pthread_mutex_lock(&x->mu);
-    while (!x->stop && cmd != NULL) {
+    pthread_mutex_lock(&ln->mu);
+    while (!ln->stop && cmd != NULL) {
         int64_t now = dlock_now_ms();
         size_t n = 0;
 
         if (conn == NULL) {
-            pthread_mutex_unlock(&x->mu);
-            conn = pg_connect_raw(&x->cf, x->cf.timeout_ms
-                                              ? now + x->cf.timeout_ms
-                                              : INT64_MAX,
-                                  err, sizeof err);
+            pthread_mutex_unlock(&ln->mu);
+            conn = dlock__pg_connect_raw(ln->cf, dlock__pg_deadline(ln->cf),
+                                         err, sizeof err);
             if (conn != NULL && PQsetnonblocking(conn, 1) != 0) {
                 PQfinish(conn);
                 conn = NULL;
             }
-            pthread_mutex_lock(&x->mu);
+            pthread_mutex_lock(&ln->mu);
             if (conn == NULL) {
-                struct timespec ts;
-                abs_time(&ts, dlock_now_ms() + backoff);
-                if (!x->stop)
-                    pthread_cond_timedwait(&x->cv, &x->mu, &ts);
+                struct timespec ts =
+                    dlock_deadline_timespec(dlock_now_ms() + backoff);
+                if (!ln->stop)
+                    pthread_cond_timedwait(&ln->cv, &ln->mu, &ts);
                 backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS
                                                          : backoff * 2;
                 continue;
             }
             backoff = RECONNECT_MIN_MS;
             inflight = false;
-            chans_reset(x);
+            chans_reset(ln);
         }
         if (!inflight)
-            n = build_cmd(x, cmd, now);
-        pthread_mutex_unlock(&x->mu);
+            n = build_cmd(ln, cmd, now);
+        pthread_mutex_unlock(&ln->mu);
 
         bool ok = true;
         if (n > 0) {
@@ -218,103 +208,113 @@ static void *listen_main(void *arg)
             if (poll(&p, 1, 1000) < 0 && errno != EINTR)
                 ok = false;
             else if (p.revents & POLLIN)
-                ok = take_input(x, conn, &inflight);
+                ok = take_input(ln, conn, &inflight);
         }
         if (ok) {
             /* Sleep until the server says something, a waiter wants a
              * channel, or it is time to look for idle channels. */
             struct pollfd p[2] = {{PQsocket(conn), POLLIN, 0},
-                                  {x->wakefd, POLLIN, 0}};
+                                  {ln->wakefd, POLLIN, 0}};
             int r = poll(p, 2, CHAN_IDLE_MS / 4);
             if (r < 0 && errno != EINTR)
                 ok = false;
             if (r > 0 && (p[1].revents & POLLIN)) {
                 uint64_t v;
-                ssize_t got = read(x->wakefd, &v, sizeof v);
+                ssize_t got = read(ln->wakefd, &v, sizeof v);
                 (void)got;
             }
             if (ok && r > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-                ok = take_input(x, conn, &inflight);
+                ok = take_input(ln, conn, &inflight);
         }
-        pthread_mutex_lock(&x->mu);
+        pthread_mutex_lock(&ln->mu);
         if (!ok) {
             PQfinish(conn);
             conn = NULL;
-            chans_reset(x); /* wake everyone: notifications may be lost */
+            chans_reset(ln); /* wake everyone: notifications may be lost */
         }
     }
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&ln->mu);
     if (conn != NULL)
         PQfinish(conn);
     free(cmd);
     return NULL;
 }
 
-/* Start the thread once; call with x->mu held. */
-static bool ensure_started(struct pg_ctx *x)
+/* ---- what the client and waiters call ---------------------------------- */
+
+void dlock__pg_listen_init(struct pg_listener *ln, const struct pg_conf *cf)
 {
-    if (x->started)
+    ln->cf = cf;
+    atomic_init(&ln->listening, false);
+    pthread_mutex_init(&ln->mu, NULL);
+    dlock_cond_init_monotonic(&ln->cv);
+    ln->wakefd = -1;
+}
+
+/* Start the thread once; call with ln->mu held. */
+static bool ensure_started(struct pg_listener *ln)
+{
+    if (ln->started)
         return true;
-    if (x->stop)
+    if (ln->stop)
         return false;
-    x->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (x->wakefd < 0)
+    ln->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (ln->wakefd < 0)
         return false;
-    if (pthread_create(&x->thread, NULL, listen_main, x) != 0) {
-        close(x->wakefd);
-        x->wakefd = -1;
+    if (pthread_create(&ln->thread, NULL, listen_main, ln) != 0) {
+        close(ln->wakefd);
+        ln->wakefd = -1;
         return false;
     }
-    x->started = true;
-    atomic_store(&x->listening, true);
+    ln->started = true;
+    atomic_store(&ln->listening, true);
     return true;
 }
 
-bool pg_listen_seq(struct pg_ctx *x, uint64_t key, uint64_t *seq)
+bool dlock__pg_listen_seq(struct pg_listener *ln, uint64_t key, uint64_t *seq)
 {
     struct pg_chan *c;
     bool ok = false;
 
-    if (!atomic_load(&x->listening))
+    if (!atomic_load(&ln->listening))
         return false; /* nobody has waited yet: no lock, no lookup */
-    pthread_mutex_lock(&x->mu);
-    c = chan_find(x, key);
+    pthread_mutex_lock(&ln->mu);
+    c = chan_find(ln, key);
     if (c != NULL && c->state == PG_CHAN_ACTIVE) {
         *seq = c->seq;
         c->last_used = dlock_now_ms();
         ok = true;
     }
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&ln->mu);
     return ok;
 }
 
-int pg_listen_wait(struct pg_ctx *x, uint64_t key, bool have_seq,
+int dlock__pg_listen_wait(struct pg_listener *ln, uint64_t key, bool have_seq,
                    uint64_t seq, uint32_t max_ms)
 {
     int64_t end = dlock_now_ms() + max_ms;
-    struct timespec ts;
+    struct timespec ts = dlock_deadline_timespec(end);
     struct pg_chan *c;
 
-    abs_time(&ts, end);
-    pthread_mutex_lock(&x->mu);
-    if (!ensure_started(x)) {
+    pthread_mutex_lock(&ln->mu);
+    if (!ensure_started(ln)) {
         /* No listener: sleep the pause out, as core would. */
-        pthread_cond_timedwait(&x->cv, &x->mu, &ts);
-        pthread_mutex_unlock(&x->mu);
+        pthread_cond_timedwait(&ln->cv, &ln->mu, &ts);
+        pthread_mutex_unlock(&ln->mu);
         return DLOCK_OK;
     }
-    c = chan_find(x, key);
+    c = chan_find(ln, key);
     if (c == NULL) {
         c = calloc(1, sizeof *c);
         if (c == NULL) {
-            pthread_mutex_unlock(&x->mu);
+            pthread_mutex_unlock(&ln->mu);
             return DLOCK_ENOMEM;
         }
         c->key = key;
         c->state = PG_CHAN_WANT;
-        c->next = x->chans[bucket(key)];
-        x->chans[bucket(key)] = c;
-        wake_thread(x);
+        c->next = ln->chans[bucket(key)];
+        ln->chans[bucket(key)] = c;
+        wake_thread(ln);
         have_seq = false;
     }
     c->waiters++;
@@ -323,40 +323,40 @@ int pg_listen_wait(struct pg_ctx *x, uint64_t key, bool have_seq,
         /* Not listening at the attempt: wait for the LISTEN to take
          * effect, then let core try again (a release before it would be
          * lost otherwise). */
-        while (c->state != PG_CHAN_ACTIVE && !x->stop &&
+        while (c->state != PG_CHAN_ACTIVE && !ln->stop &&
                dlock_now_ms() < end)
-            pthread_cond_timedwait(&x->cv, &x->mu, &ts);
+            pthread_cond_timedwait(&ln->cv, &ln->mu, &ts);
     } else {
-        while (c->seq == seq && c->state == PG_CHAN_ACTIVE && !x->stop &&
+        while (c->seq == seq && c->state == PG_CHAN_ACTIVE && !ln->stop &&
                dlock_now_ms() < end)
-            pthread_cond_timedwait(&x->cv, &x->mu, &ts);
+            pthread_cond_timedwait(&ln->cv, &ln->mu, &ts);
     }
     c->waiters--;
     c->last_used = dlock_now_ms();
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&ln->mu);
     return DLOCK_OK;
 }
 
-void pg_listen_stop(struct pg_ctx *x)
+void dlock__pg_listen_stop(struct pg_listener *ln)
 {
     bool started;
 
-    pthread_mutex_lock(&x->mu);
-    x->stop = true;
-    started = x->started;
-    pthread_cond_broadcast(&x->cv);
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_lock(&ln->mu);
+    ln->stop = true;
+    started = ln->started;
+    pthread_cond_broadcast(&ln->cv);
+    pthread_mutex_unlock(&ln->mu);
     if (started) {
-        wake_thread(x);
-        pthread_join(x->thread, NULL);
-        close(x->wakefd);
+        wake_thread(ln);
+        pthread_join(ln->thread, NULL);
+        close(ln->wakefd);
     }
     for (size_t b = 0; b < PG_CHAN_BUCKETS; b++)
-        while (x->chans[b] != NULL) {
-            struct pg_chan *c = x->chans[b];
-            x->chans[b] = c->next;
+        while (ln->chans[b] != NULL) {
+            struct pg_chan *c = ln->chans[b];
+            ln->chans[b] = c->next;
             free(c);
         }
-    pthread_cond_destroy(&x->cv);
-    pthread_mutex_destroy(&x->mu);
+    pthread_cond_destroy(&ln->cv);
+    pthread_mutex_destroy(&ln->mu);
 }

@@ -1,8 +1,27 @@
 /*
- * pg.h: what the two files of the postgres backend share. postgres.c holds
- * the URI, connections, the four modes and the raw floor; listen.c holds
- * the per-client LISTEN connection that wakes lease-mode waiters.
- * Nothing here leaves the backend: only dlock__backend_postgres is exported.
+ * pg.h: what the files of the postgres backend share. Nothing here leaves
+ * the backend: cross-file names carry the dlock__pg_ prefix, and only the
+ * table dlock__backend_postgres is referenced from outside.
+ *
+ * The files, from the top down (each calls only files below it):
+ *
+ *   postgres.c   the backend table: parameters, the client context,
+ *                sessions' open and close, the list of modes
+ *   advisory.c   mode advisory: session advisory locks
+ *   tx.c         modes advisory_xact and for_update: a lock held by an
+ *                open transaction
+ *   lease.c      mode lease: a lease row, NOTIFY on release
+ *   bound.c      what the three connection-bound modes share: renewal by
+ *                one round trip, release on a lost connection, the
+ *                server-side silence limit and lock_timeout texts
+ *   inspect.c    inspect's frame, and the pg_locks view of both advisory
+ *                modes
+ *   floor.c      the raw floor of `dlock bench` (bare libpq)
+ *   listen.c     the per-client LISTEN connection and its thread
+ *   schema.c     creating a mode's table on first use; dlock__pg_run
+ *   conn.c       connections and the pipelined statement runner
+ *   conf.c       the URI and libpq parameters, a mode's SQL with the table
+ *                name in it, keys and text
  */
 #ifndef DLOCK_PG_H
 #define DLOCK_PG_H
@@ -16,43 +35,85 @@
 
 #include "dlock/backend.h"
 
-enum pg_mode { PG_ADVISORY, PG_ADVISORY_XACT, PG_FOR_UPDATE, PG_LEASE };
+struct pg_session;
 
 /* libpq keywords we may pass: ours plus every pass-through parameter. */
 #define PG_KW_MAX 64
+/* Statements of one mode (its own numbering), and its DDL statements. */
+#define PG_SQL_MAX 8
+#define PG_DDL_MAX 3
+/* Statements in one round trip at most. */
+#define PG_MAXQ 5
+/* dlock__pg_exec's result when a statement failed on a healthy
+ * connection. */
+#define PG_SQLERR 1
 
-/* The SQL of one mode, built once per client with the table name in it. */
-struct pg_sql {
-    char *lock_try[2];  /* [shared]: one attempt */
-    char *lock_wait[2]; /* [shared]: server-side wait */
-    char *fence[2];     /* [shared]: for_update's second statement */
-    char *unlock[2];    /* [shared]: advisory release */
-    char *insert_row;   /* for_update: create a missing lock row */
-    char *renew;        /* lease: batch renewal */
-    char *release;      /* lease: clear the row and NOTIFY */
-    char *ddl[3];       /* CREATE ... IF NOT EXISTS, NULL-terminated */
-    char *inspect;
+/*
+ * The private side of a mode: the public object core sees comes first, so
+ * the dlock_mode core hands to ctx_open() is one of these (postgres.c
+ * checks that it is one of the backend's own before it casts).
+ *
+ * SQL is written as templates in which "{t}" stands for the mode's table,
+ * printed (validated, double-quoted) once per client by conf.c; the
+ * results are in struct pg_conf under the same indexes.
+ */
+struct pg_mode {
+    struct dlock_mode pub;
+    /* table='s default; NULL when the mode keeps no table, and then
+     * no_table says where its state lives (for table='s error). */
+    const char *table;
+    const char *no_table;
+    /* Names map to a row's 32-byte key (as hex); else to a 64-bit
+     * advisory key (as a signed bigint). */
+    bool row_key;
+    const char *sql[PG_SQL_MAX];     /* the mode's statements, by its own
+                                        indexes; NULL where unused */
+    const char *ddl[PG_DDL_MAX + 1]; /* CREATE ... IF NOT EXISTS, NULL-
+                                        terminated */
+    const char *inspect;             /* for dlock__pg_inspect() */
+    /* Optional: set up a session right after every (re)connect, before
+     * any other statement; on failure write err and return the code (the
+     * connection is dropped). */
+    int (*on_connect)(struct pg_session *s, int64_t deadline, char *err,
+                      size_t errlen);
 };
+
+/* The pg_locks view of an advisory key, for both advisory modes' inspect:
+ * holders, waiters and the first holder (the 64-bit key split into classid
+ * and objid), with FENCE as the last column. dlock__pg_inspect_locks()
+ * reads it. */
+#define DLOCK__PG_LOCKS_INSPECT(FENCE)                                      \
+    "SELECT count(*) FILTER (WHERE l.granted),"                             \
+    " count(*) FILTER (WHERE NOT l.granted),"                               \
+    " min(CASE WHEN l.granted THEN coalesce(a.application_name, '')"        \
+    "   || ' (pid ' || l.pid || ')' END), " FENCE                           \
+    " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"        \
+    " WHERE l.locktype = 'advisory' AND l.objsubid = 1"                     \
+    " AND l.database = (SELECT oid FROM pg_database"                        \
+    "   WHERE datname = current_database())"                                \
+    " AND l.classid::bigint = (($1::bigint >> 32) & 4294967295)"            \
+    " AND l.objid::bigint = ($1::bigint & 4294967295)"
 
 /* Everything a URI says, parsed once per client; read-only afterwards. */
 struct pg_conf {
-    enum pg_mode mode;
-    const char *mode_name;
-    uint32_t caps;
+    const struct pg_mode *mode;
     uint32_t timeout_ms; /* per call; 0: none */
     uint32_t lease_ms;
     char ns[260];          /* namespace= (at most 256 bytes) */
     uint8_t ns_digest[32]; /* SHA-256(namespace) */
-    char table[64];        /* validated, unquoted */
+    char table[64];        /* validated, unquoted; "" if the mode has none */
     bool multi_host;
     const char *kw[PG_KW_MAX + 1];
     const char *val[PG_KW_MAX + 1];
-    char **own;  /* the strings kw/val point into, NULL-terminated */
+    char **own;  /* the strings kw/val point into */
     size_t nown;
     /* Server-side TCP keepalive settings (seconds) for connection-bound
      * locks, so a vanished client host frees its locks. */
     char ka_idle[12], ka_interval[12], ka_count[12];
-    struct pg_sql sql;
+    /* The mode's SQL with the table name printed in. */
+    char *sql[PG_SQL_MAX];
+    char *ddl[PG_DDL_MAX + 1];
+    char *inspect;
 };
 
 /* One channel the listener LISTENs on: a lock name's 64-bit key. */
@@ -61,7 +122,7 @@ struct pg_chan {
     uint64_t key;
     uint64_t seq;      /* bumped on every NOTIFY (and on reconnect) */
     int state;         /* PG_CHAN_* */
-    int waiters;       /* inside pg_listen_wait() now */
+    int waiters;       /* inside dlock__pg_listen_wait() now */
     int64_t last_used; /* dlock_now_ms() */
 };
 
@@ -69,9 +130,10 @@ enum { PG_CHAN_WANT, PG_CHAN_SENT, PG_CHAN_ACTIVE };
 
 #define PG_CHAN_BUCKETS 64
 
-/* Per-client state: the configuration and the lease-mode listener. */
-struct pg_ctx {
-    struct pg_conf cf;
+/* The per-client LISTEN connection that wakes lease-mode waiters
+ * (listen.c). */
+struct pg_listener {
+    const struct pg_conf *cf;
     atomic_bool listening; /* the listener thread was started */
     pthread_mutex_t mu;
     pthread_cond_t cv; /* CLOCK_MONOTONIC: a channel changed */
@@ -81,37 +143,205 @@ struct pg_ctx {
     struct pg_chan *chans[PG_CHAN_BUCKETS];
 };
 
-/* ---- postgres.c, for listen.c ---- */
+/* Per-client state: the configuration and the lease-mode listener. */
+struct pg_ctx {
+    struct pg_conf cf;
+    struct pg_listener ln;
+};
+
+struct pg_session {
+    struct dlock_session base;
+    struct pg_ctx *x;
+    const struct pg_conf *cf;
+    PGconn *conn;        /* NULL once dropped */
+    uint64_t gen;        /* bumped by every (re)connect; grants keep it */
+    int backend_pid;     /* advisory: the server process of this session */
+    uint32_t covered_ms; /* advisory: the lease idle_session_timeout covers */
+    size_t ngrants;      /* connection-bound grants living on conn */
+    char why[256];       /* the last connection failure, one line */
+    char fatal[160];     /* a FATAL the server sent while we were idle */
+    /* lease: the listener's count for the channel of the last attempt */
+    uint64_t seen_key, seen_seq;
+    bool seen_valid;
+};
+
+/* One statement and its parameters (text format). */
+struct pg_q {
+    const char *sql;
+    int n;
+    const char *v[5];
+};
+
+/* What one round trip brought back. */
+struct pg_res {
+    PGresult *r[PG_MAXQ];
+    int failed;    /* index of the first statement that failed, or -1 */
+    char state[6]; /* its SQLSTATE */
+};
+
+/* ---- conf.c ---- */
+
+/* Parse uri for mode into cf. On failure err says which parameter is wrong
+ * and cf holds nothing. */
+int dlock__pg_conf_init(struct pg_conf *cf, const struct dlock_uri *uri,
+                        const struct pg_mode *mode, char *err, size_t errlen);
+void dlock__pg_conf_free(struct pg_conf *cf);
+/* SHA-256(SHA-256(namespace) || SHA-256(name)). */
+void dlock__pg_digest(const struct pg_conf *cf, const char *name, size_t len,
+                      uint8_t out[32]);
+/* The first 8 bytes of a digest: advisory keys and NOTIFY channels. */
+uint64_t dlock__pg_key64(const uint8_t d[32]);
+/* The key as PostgreSQL's signed bigint, in decimal. */
+void dlock__pg_key_text(char out[24], uint64_t k);
+/* The digest in 64 hex digits: row keys. */
+void dlock__pg_hex(char out[65], const uint8_t d[32]);
+/* The key text of a name in cf's mode: hex or bigint (row_key). */
+void dlock__pg_name_key(const struct pg_conf *cf, const char *name,
+                        size_t len, char out[65]);
+/* "dlock_<16 hex digits>": the NOTIFY channel of a key. */
+void dlock__pg_channel_name(char out[24], uint64_t key);
+/* A libpq message on one line, without the trailing newline. */
+void dlock__pg_oneline(char *dst, size_t cap, const char *src);
+/* The deadline of one call: now + timeout=, or INT64_MAX. */
+int64_t dlock__pg_deadline(const struct pg_conf *cf);
+
+/* ---- conn.c ---- */
 
 /* Connect with cf's parameters by the deadline (dlock_now_ms clock;
  * INT64_MAX: none). NULL with err filled on failure. */
-PGconn *pg_connect_raw(const struct pg_conf *cf, int64_t deadline, char *err,
-                       size_t errlen);
-/* Wait until fd has one of events, or the deadline: 1, 0 (time is up) or
- * -1 (poll failed). */
-int pg_poll(int fd, short events, int64_t deadline);
-/* A libpq message on one line, without the trailing newline. */
-void pg_oneline(char *dst, size_t cap, const char *src);
-/* "dlock_<16 hex digits>": the NOTIFY channel of a key. */
-void pg_channel_name(char out[24], uint64_t key);
+PGconn *dlock__pg_connect_raw(const struct pg_conf *cf, int64_t deadline,
+                              char *err, size_t errlen);
+/* Connect (or reconnect) the session's connection, then run the mode's
+ * on_connect. */
+int dlock__pg_connect(struct pg_session *s, char *err, size_t errlen);
+/* Close the session's connection (if any) and stop watching it. */
+void dlock__pg_drop(struct pg_session *s);
+/* Is the connection still there? Drops it and says why if not. */
+bool dlock__pg_alive(struct pg_session *s);
+/* Make the session usable for a new request: reconnect a dead connection
+ * unless connection-bound grants lived on it. */
+int dlock__pg_ready(struct pg_session *s);
+/* Send nq statements and a Sync in one round trip and read their results
+ * by the deadline: DLOCK_OK, PG_SQLERR (res->failed, res->state), or
+ * DLOCK_ECONNECT (the connection was dropped). */
+int dlock__pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
+                   int64_t deadline, struct pg_res *res);
+void dlock__pg_res_clear(struct pg_res *res);
+/* Report a failed statement in the server's words; returns code. */
+int dlock__pg_sqlfail(struct pg_session *s, int code, const char *what,
+                      const struct pg_res *res);
+/* End a transaction left open or failed by an attempt. */
+void dlock__pg_rollback(struct pg_session *s);
+/* DLOCK_EBUSY or DLOCK_ETIMEDOUT for SQLSTATEs that mean "not now", else
+ * 0. */
+int dlock__pg_busy_code(const char *state, int64_t deadline);
+/* A numeric column as uint64_t. */
+uint64_t dlock__pg_u64(const PGresult *r, int row, int col);
+
+/* ---- schema.c ---- */
+
+/* The statements that create cf's schema under the DDL lock, into q (room
+ * for PG_DDL_MAX + 1); returns how many. */
+int dlock__pg_schema_q(const struct pg_conf *cf, struct pg_q *q);
+/* dlock__pg_exec, and if the table is missing (first use), create it and
+ * try once more. A failure to create it comes back as its DLOCK_ code. */
+int dlock__pg_run(struct pg_session *s, const struct pg_q *q, int nq,
+                  int64_t deadline, struct pg_res *res);
 
 /* ---- listen.c ---- */
 
+void dlock__pg_listen_init(struct pg_listener *ln, const struct pg_conf *cf);
+void dlock__pg_listen_stop(struct pg_listener *ln);
 /*
  * If the channel of key is being listened to, store its notification count
  * in *seq and return true. Lease acquire() calls this just before its
  * attempt, so a release announced after the attempt is seen by wait().
  */
-bool pg_listen_seq(struct pg_ctx *x, uint64_t key, uint64_t *seq);
+bool dlock__pg_listen_seq(struct pg_listener *ln, uint64_t key,
+                          uint64_t *seq);
 /*
  * Block until the channel of key is notified after seq (when have_seq), or
  * it has just been subscribed (when not), or max_ms have passed. Starts the
- * listener thread on first use. Always DLOCK_OK: a listener that cannot
- * connect makes waits run their full time, and core polls.
+ * listener thread on first use. DLOCK_OK (or DLOCK_ENOMEM): a listener
+ * that cannot connect makes waits run their full time, and core polls.
  */
-int pg_listen_wait(struct pg_ctx *x, uint64_t key, bool have_seq,
-                   uint64_t seq, uint32_t max_ms);
-void pg_listen_init(struct pg_ctx *x);
-void pg_listen_stop(struct pg_ctx *x);
+int dlock__pg_listen_wait(struct pg_listener *ln, uint64_t key,
+                          bool have_seq, uint64_t seq, uint32_t max_ms);
+
+/* ---- bound.c ---- */
+
+/* "N" milliseconds of server-side silence allowed for a lease. */
+void dlock__pg_idle_text(char out[16], uint32_t lease_ms);
+/* lock_timeout for a wait until deadline, in ms; "0" is no limit. */
+void dlock__pg_lock_timeout(char out[16], int64_t deadline);
+/* The client's own limit for a native wait until deadline (0: a try). */
+int64_t dlock__pg_wait_deadline(const struct pg_conf *cf, int64_t deadline);
+/*
+ * Renew connection-bound grants: one round trip of probe proves the
+ * connection, and so every lock on it, alive; judge (optional) looks at
+ * probe's result and writes into why what makes the locks lost, if
+ * anything.
+ */
+int dlock__pg_bound_renew(struct pg_session *s, struct dlock_renewal *items,
+                          size_t n, const char *probe,
+                          void (*judge)(struct pg_session *s,
+                                        const PGresult *r, char *why,
+                                        size_t cap));
+/* Release a connection-bound grant with the statement q: DLOCK_ELOST if
+ * its connection is gone; else q's failure (reported as what's), or what
+ * check (reporting its own failure) says of q's result. */
+int dlock__pg_bound_release(struct pg_session *s,
+                            const struct dlock_grant *grant,
+                            const struct pg_q *q, const char *what,
+                            int (*check)(struct pg_session *s,
+                                         PGresult *r));
+
+/* ---- inspect.c ---- */
+
+/* Run the mode's inspect statement for name's key, and let read fill out
+ * from its result; DLOCK_OK, or the failure, reported. */
+int dlock__pg_inspect(struct dlock_session *ds, const char *name,
+                      size_t len, dlock_state *out,
+                      void (*read)(const PGresult *r, dlock_state *out));
+/* inspect of both advisory modes (DLOCK__PG_LOCKS_INSPECT). */
+int dlock__pg_inspect_locks(struct dlock_session *ds, const char *name,
+                            size_t len, dlock_state *out);
+
+/* ---- floor.c ---- */
+
+/* What a mode's floor runs: setup statements once (after the schema),
+ * then take and give in turn, timed. take's last statement answers a row
+ * whose first column is not NULL when the lock was taken. */
+struct pg_floor_plan {
+    struct pg_q setup[1];
+    int nsetup;
+    struct pg_q take[4];
+    int ntake;
+    struct pg_q give;
+};
+
+/* The values a plan binds, for the name being measured. */
+struct pg_floor_keys {
+    const char *name, *owner;
+    const char *key;  /* the advisory key, as a bigint */
+    const char *hex;  /* the row key */
+    const char *chan; /* the NOTIFY channel */
+    const char *ms;   /* the lease */
+};
+
+/* Run a mode's floor: n cycles of plan's statements in blocking libpq. */
+int dlock__pg_floor(const struct dlock_uri *uri, const struct pg_mode *mode,
+                    void (*plan)(const struct pg_conf *cf,
+                                 const struct pg_floor_keys *k,
+                                 struct pg_floor_plan *p),
+                    const char *name, uint32_t n, uint64_t *ns_out,
+                    char *err, size_t errlen);
+
+/* ---- the modes ---- */
+
+extern const struct pg_mode dlock__pg_mode_advisory;
+extern const struct pg_mode dlock__pg_mode_advisory_xact;
+extern const struct pg_mode dlock__pg_mode_for_update;
+extern const struct pg_mode dlock__pg_mode_lease;
 
 #endif /* DLOCK_PG_H */

@@ -506,6 +506,52 @@ static void postgres__uri_parameters(void **state)
     }
 }
 
+/* The four modes, in order, with the capabilities each promises: listed
+ * without a server (what `dlock info` shows when none answers), and the
+ * same as a connected client of each mode reports. The connection-bound
+ * modes must claim a server-side silence limit [B-BOUND-1]; lease must
+ * not be connection-bound. */
+static void postgres__modes_and_caps(void **state)
+{
+    const uint32_t bound = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
+                           DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |
+                           DLOCK_CAP_SHARED | DLOCK_CAP_FENCING;
+    const uint32_t want[NMODES] = {
+        bound | DLOCK_CAP_BATCH_RENEW,
+        bound | DLOCK_CAP_SESSION_PER_LOCK,
+        bound | DLOCK_CAP_SESSION_PER_LOCK,
+        DLOCK_CAP_LEASE | DLOCK_CAP_NOTIFY | DLOCK_CAP_FENCING |
+            DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW,
+    };
+    dlock_mode_info mi[8];
+    char err[512];
+    size_t n = 0;
+
+    (void)state;
+    for (size_t i = 0; i < 8; i++)
+        mi[i] = (dlock_mode_info)DLOCK_MODE_INFO_INIT;
+    assert_int_equal(dlock_backend_modes("postgres://u@127.0.0.1:1/db?"
+                                         "mode=for_update",
+                                         mi, 8, &n, err, sizeof err),
+                     DLOCK_OK);
+    assert_int_equal(n, NMODES);
+    for (int m = 0; m < NMODES; m++) {
+        dlock_client *c = h_client(uri_of("mode=%s", modes[m]));
+        dlock_info info = DLOCK_INFO_INIT;
+
+        assert_string_equal(mi[m].mode, modes[m]);
+        assert_true(mi[m].summary != NULL && mi[m].summary[0] != '\0');
+        assert_int_equal(mi[m].chosen, m == 2);
+        if (mi[m].caps != want[m])
+            fail_msg("%s: caps 0x%x, expected 0x%x", modes[m], mi[m].caps,
+                     want[m]);
+        assert_int_equal(dlock_client_info(c, &info), DLOCK_OK);
+        assert_string_equal(info.mode, modes[m]);
+        assert_int_equal(info.caps, want[m]);
+        dlock_client_close(c);
+    }
+}
+
 /* ---- many: advisory locks share connections ----------------------------- */
 
 static void postgres__2000_advisory_locks_few_connections(void **state)
@@ -1003,6 +1049,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(postgres__first_use_while_another_creates_table),
         cmocka_unit_test(postgres__advisory_keys_100k_no_collision),
         cmocka_unit_test(postgres__uri_parameters),
+        cmocka_unit_test(postgres__modes_and_caps),
     };
     const struct CMUnitTest many[] = {
         cmocka_unit_test(postgres__2000_advisory_locks_few_connections),

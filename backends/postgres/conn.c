@@ -1,0 +1,365 @@
+/*
+ * conn.c: the postgres backend's connections and the statement runner.
+ *
+ * Every call is asynchronous underneath (nonblocking socket, pipeline mode,
+ * poll with a deadline), so a server that is down, paused or unreachable
+ * costs at most timeout= per call and never hangs a thread; statements that
+ * belong together go out in one round trip (libpq pipeline mode).
+ *
+ * It leaves what a mode sets up on a new connection to that mode (its
+ * on_connect, called through the mode object), creating tables to
+ * schema.c, and the LISTEN connection to listen.c, which connects with
+ * dlock__pg_connect_raw(). Below it is only conf.c.
+ *
+ * Divisions: connecting; a session's connection; running statements.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pg.h"
+
+/* ---- connecting -------------------------------------------------------- */
+
+/* Wait until fd has one of events, or the deadline: 1, 0 (time is up) or
+ * -1 (poll failed). */
+static int pg_poll(int fd, short events, int64_t deadline)
+{
+    struct pollfd p = {fd, events, 0};
+
+    for (;;) {
+        int ms = -1, n;
+        if (deadline != INT64_MAX) {
+            int64_t left = deadline - dlock_now_ms();
+            if (left <= 0)
+                return 0;
+            ms = left > INT_MAX ? INT_MAX : (int)left;
+        }
+        n = poll(&p, 1, ms);
+        if (n > 0)
+            return 1;
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+static void pg_quiet(void *arg, const char *msg)
+{
+    (void)arg;
+    (void)msg; /* NOTICEs and WARNINGs (e.g. "relation exists, skipping") */
+}
+
+PGconn *dlock__pg_connect_raw(const struct pg_conf *cf, int64_t deadline,
+                              char *err, size_t errlen)
+{
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    char line[512];
+    PGconn *c;
+
+    if (cf->multi_host) {
+        /* libpq's blocking connect tries the hosts in turn and gives each
+         * connect_timeout; our own poll loop below cannot skip a host. */
+        c = PQconnectdbParams(cf->kw, cf->val, 0);
+    } else {
+        c = PQconnectStartParams(cf->kw, cf->val, 0);
+        while (c != NULL && PQstatus(c) != CONNECTION_BAD &&
+               st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+            int w = 1;
+            if (PQsocket(c) >= 0)
+                w = pg_poll(PQsocket(c),
+                            st == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+                            deadline);
+            if (w == 0) {
+                PQfinish(c);
+                dlock_errorf(err, errlen, DLOCK_ECONNECT,
+                             "connect: no answer within %u ms",
+                             cf->timeout_ms);
+                return NULL;
+            }
+            st = PQconnectPoll(c);
+        }
+    }
+    if (c == NULL) {
+        dlock_errorf(err, errlen, DLOCK_ENOMEM, "connect: out of memory");
+        return NULL;
+    }
+    if (PQstatus(c) != CONNECTION_OK) {
+        dlock__pg_oneline(line, sizeof line, PQerrorMessage(c));
+        dlock_errorf(err, errlen, DLOCK_ECONNECT, "connect: %s", line);
+        PQfinish(c);
+        return NULL;
+    }
+    PQsetNoticeProcessor(c, pg_quiet, NULL);
+    return c;
+}
+
+/* ---- a session's connection -------------------------------------------- */
+
+/* A server that ends an idle connection (shutdown, pg_terminate_backend)
+ * sends a FATAL first; libpq hands it to the notice processor. Keep it for
+ * the message that reports the lost connection. */
+static void pg_notice(void *arg, const char *msg)
+{
+    struct pg_session *s = arg;
+
+    if (strncmp(msg, "FATAL:", 6) == 0)
+        dlock__pg_oneline(s->fatal, sizeof s->fatal, msg + 6);
+}
+
+/* The connection's failure in one line, with the server's last words. */
+static void pg_set_why(struct pg_session *s, const char *why)
+{
+    char line[256];
+
+    dlock__pg_oneline(line, sizeof line, why);
+    if (s->fatal[0] != '\0')
+        snprintf(s->why, sizeof s->why, "%s (%s)", s->fatal, line);
+    else
+        snprintf(s->why, sizeof s->why, "%s", line);
+}
+
+void dlock__pg_drop(struct pg_session *s)
+{
+    if (s->conn != NULL) {
+        dlock_session_watch(&s->base, -1);
+        PQfinish(s->conn);
+    }
+    s->conn = NULL;
+}
+
+int dlock__pg_connect(struct pg_session *s, char *err, size_t errlen)
+{
+    const struct pg_conf *cf = s->cf;
+    int64_t deadline = dlock__pg_deadline(cf);
+    PGconn *c;
+    int rc;
+
+    dlock__pg_drop(s);
+    c = dlock__pg_connect_raw(cf, deadline, err, errlen);
+    if (c == NULL)
+        return DLOCK_ECONNECT;
+    if (PQsetnonblocking(c, 1) != 0 || PQenterPipelineMode(c) != 1) {
+        dlock__pg_oneline(s->why, sizeof s->why, PQerrorMessage(c));
+        PQfinish(c);
+        return dlock_errorf(err, errlen, DLOCK_ERROR, "connect: %s", s->why);
+    }
+    PQsetNoticeProcessor(c, pg_notice, s);
+    s->conn = c;
+    s->gen++;
+    s->backend_pid = 0;
+    s->fatal[0] = '\0';
+    /* libpq marks its socket close-on-exec; make sure [B-EXEC-1]. */
+    dlock_fd_cloexec(PQsocket(c));
+    /* Connection-bound modes: the locks end with this socket; lease: a
+     * dropped connection is noticed before the next call [B-WATCH-1]. */
+    dlock_session_watch(&s->base, PQsocket(c));
+    if (cf->mode->on_connect == NULL)
+        return DLOCK_OK;
+    rc = cf->mode->on_connect(s, deadline, err, errlen);
+    if (rc != DLOCK_OK)
+        dlock__pg_drop(s);
+    return rc;
+}
+
+/*
+ * One poll() without waiting: a server that restarted, or a
+ * pg_terminate_backend(), has left a FATAL message and an end of file on
+ * the socket, which libpq reads here. Then a session without grants can
+ * reconnect before sending, instead of failing the call.
+ */
+bool dlock__pg_alive(struct pg_session *s)
+{
+    PGconn *c = s->conn;
+    PGnotify *n;
+    bool ok = c != NULL && PQstatus(c) == CONNECTION_OK;
+
+    for (int i = 0; ok && i < 4; i++) {
+        struct pollfd p = {PQsocket(c), POLLIN, 0};
+        if (poll(&p, 1, 0) <= 0)
+            break;
+        ok = PQconsumeInput(c) == 1 && PQstatus(c) == CONNECTION_OK;
+        if (ok)
+            (void)PQisBusy(c); /* parse it: a FATAL goes to pg_notice */
+    }
+    if (!ok) {
+        if (c != NULL)
+            pg_set_why(s, PQerrorMessage(c));
+        if (s->why[0] == '\0')
+            snprintf(s->why, sizeof s->why, "not connected");
+        dlock__pg_drop(s);
+        return false;
+    }
+    while ((n = PQnotifies(c)) != NULL)
+        PQfreemem(n);
+    return true;
+}
+
+/* A dead connection is replaced, unless connection-bound locks lived on it
+ * (those are lost, and core must learn that the session is broken). */
+int dlock__pg_ready(struct pg_session *s)
+{
+    char err[512];
+    int rc;
+
+    if (dlock__pg_alive(s))
+        return DLOCK_OK;
+    if (s->ngrants > 0)
+        return dlock_session_error(&s->base, DLOCK_ECONNECT,
+                                   "connection lost: %s", s->why);
+    err[0] = '\0';
+    rc = dlock__pg_connect(s, err, sizeof err);
+    if (rc != DLOCK_OK)
+        return dlock_session_error(&s->base, rc, "%s", err);
+    return DLOCK_OK;
+}
+
+/* ---- running statements ------------------------------------------------ */
+
+void dlock__pg_res_clear(struct pg_res *res)
+{
+    for (int i = 0; i < PG_MAXQ; i++) {
+        PQclear(res->r[i]);
+        res->r[i] = NULL;
+    }
+}
+
+/* The connection failed or timed out: drop it, say why, ECONNECT. */
+static int pg_broken(struct pg_session *s, struct pg_res *res,
+                     const char *why)
+{
+    if (why != NULL)
+        snprintf(s->why, sizeof s->why, "%s", why);
+    else if (s->conn != NULL)
+        pg_set_why(s, PQerrorMessage(s->conn));
+    if (s->why[0] == '\0')
+        snprintf(s->why, sizeof s->why, "connection lost");
+    dlock__pg_res_clear(res);
+    dlock__pg_drop(s);
+    return dlock_session_error(&s->base, DLOCK_ECONNECT, "%s", s->why);
+}
+
+static int pg_io_fail(struct pg_session *s, struct pg_res *res, int w)
+{
+    char why[96];
+
+    if (w < 0)
+        snprintf(why, sizeof why, "poll: %s", strerror(errno));
+    else
+        snprintf(why, sizeof why,
+                 "no answer from the server within %u ms; connection closed",
+                 s->cf->timeout_ms);
+    return pg_broken(s, res, why);
+}
+
+/*
+ * DLOCK_OK: every statement ran, res->r[i] holds each result (the caller
+ * clears them). PG_SQLERR: statement res->failed failed with res->state
+ * (the rest were skipped; an explicit transaction is left in its failed
+ * state). DLOCK_ECONNECT: the connection broke or the deadline passed; it
+ * has been dropped.
+ */
+int dlock__pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
+                   int64_t deadline, struct pg_res *res)
+{
+    PGconn *c = s->conn;
+    int qi = 0, w;
+
+    memset(res, 0, sizeof *res);
+    res->failed = -1;
+    if (c == NULL)
+        return pg_broken(s, res, "not connected");
+    for (int i = 0; i < nq; i++)
+        if (!PQsendQueryParams(c, q[i].sql, q[i].n, NULL, q[i].v, NULL, NULL,
+                               0))
+            return pg_broken(s, res, NULL);
+    if (!PQpipelineSync(c))
+        return pg_broken(s, res, NULL);
+    while ((w = PQflush(c)) != 0) {
+        if (w < 0)
+            return pg_broken(s, res, NULL);
+        if ((w = pg_poll(PQsocket(c), POLLIN | POLLOUT, deadline)) <= 0)
+            return pg_io_fail(s, res, w);
+        if (!PQconsumeInput(c))
+            return pg_broken(s, res, NULL);
+    }
+    for (;;) {
+        PGresult *r;
+        while (PQisBusy(c)) {
+            if ((w = pg_poll(PQsocket(c), POLLIN, deadline)) <= 0)
+                return pg_io_fail(s, res, w);
+            if (!PQconsumeInput(c))
+                return pg_broken(s, res, NULL);
+        }
+        r = PQgetResult(c);
+        if (r == NULL) {
+            /* The end of one statement's results. */
+            if (PQstatus(c) != CONNECTION_OK || ++qi > nq)
+                return pg_broken(s, res, NULL);
+            continue;
+        }
+        if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+            PQclear(r);
+            break;
+        }
+        if (PQresultStatus(r) == PGRES_FATAL_ERROR && res->failed < 0 &&
+            qi < nq) {
+            const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+            res->failed = qi;
+            snprintf(res->state, sizeof res->state, "%s", st ? st : "XX000");
+        }
+        if (qi < nq && res->r[qi] == NULL)
+            res->r[qi] = r;
+        else
+            PQclear(r);
+    }
+    if (PQstatus(c) != CONNECTION_OK || qi != nq)
+        return pg_broken(s, res, NULL);
+    return res->failed >= 0 ? PG_SQLERR : DLOCK_OK;
+}
+
+int dlock__pg_sqlfail(struct pg_session *s, int code, const char *what,
+                      const struct pg_res *res)
+{
+    const PGresult *r = res->failed >= 0 ? res->r[res->failed] : NULL;
+    const char *msg =
+        r != NULL ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+
+    return dlock_session_error(&s->base, code, "%s: %s (SQLSTATE %s)", what,
+                               msg != NULL ? msg : "failed", res->state);
+}
+
+/* A broken connection is dropped by dlock__pg_exec. */
+void dlock__pg_rollback(struct pg_session *s)
+{
+    struct pg_q q = {"ROLLBACK", 0, {NULL}};
+    struct pg_res res;
+
+    if (s->conn == NULL || PQtransactionStatus(s->conn) == PQTRANS_IDLE)
+        return;
+    dlock__pg_exec(s, &q, 1, dlock__pg_deadline(s->cf), &res);
+    dlock__pg_res_clear(&res);
+}
+
+/* Lock-wait failures that mean "not now": the wait ran out (55P03
+ * lock_not_available, also NOWAIT's answer), was cancelled (57014, e.g. a
+ * server-side statement_timeout shorter than ours), or lost a deadlock or
+ * serialization check. ETIMEDOUT once the deadline has passed, else
+ * EBUSY (core tries again). 0 for any other SQLSTATE. */
+int dlock__pg_busy_code(const char *state, int64_t deadline)
+{
+    if (strcmp(state, "55P03") != 0 && strcmp(state, "57014") != 0 &&
+        strcmp(state, "40P01") != 0 && strcmp(state, "40001") != 0)
+        return 0;
+    if (deadline != 0 && deadline != INT64_MAX &&
+        dlock_now_ms() + 5 >= deadline)
+        return DLOCK_ETIMEDOUT;
+    return DLOCK_EBUSY;
+}
+
+uint64_t dlock__pg_u64(const PGresult *r, int row, int col)
+{
+    return strtoull(PQgetvalue(r, row, col), NULL, 10);
+}

@@ -1,0 +1,319 @@
+/*
+ * tx.c: the two transactional modes, whose lock is held by a transaction
+ * kept open for the lock's life. One connection and one open transaction
+ * per held lock; release is COMMIT.
+ *
+ *   advisory_xact  pg_advisory_xact_lock inside the transaction: works
+ *                  behind transaction-pooling proxies (PgBouncer
+ *                  pool_mode=transaction), where a session lock silently
+ *                  breaks. Fencing tokens from the sequence dlock_fence_seq.
+ *   for_update     a lock row held by the transaction's SELECT ... FOR
+ *                  UPDATE (NOWAIT for a try, lock_timeout for a timed
+ *                  wait); the row is created on first use.
+ *
+ * They share their logic (one round trip of BEGIN, limits, lock, fence)
+ * and differ in their statements and in what a name maps to (struct
+ * pg_mode's row_key): each has its own mode object below.
+ *
+ * It leaves the round trips of renewal and release (and what a lost
+ * connection means for them) to bound.c, advisory_xact's inspect to
+ * inspect.c, the floor's loop to floor.c.
+ *
+ * Divisions: SQL; acquire; release and renew; for_update's inspect; the
+ * floor; the modes.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pg.h"
+
+/* ---- SQL --------------------------------------------------------------- */
+
+/* Indexes of the modes' statements in pg_conf.sql (printed with the table
+ * name); each shared variant follows its exclusive one. TX_FENCE and
+ * TX_INSERT_ROW are for_update's alone. */
+enum { TX_TRY, TX_TRY_SH, TX_WAIT, TX_WAIT_SH, TX_FENCE, TX_INSERT_ROW };
+
+/* The wait's limit, and the keepalives and the silence limit
+ * [B-BOUND-1] (bound.c), all local to the transaction, which is exactly the
+ * lock's life. */
+static const char SQL_SET_TX[] =
+    "SELECT set_config('lock_timeout', $1, true),"
+    " set_config('tcp_keepalives_idle', $2, true),"
+    " set_config('tcp_keepalives_interval', $3, true),"
+    " set_config('tcp_keepalives_count', $4, true),"
+    " set_config('idle_in_transaction_session_timeout', $5, true)";
+static const char SQL_ONE[] = "SELECT 1";
+static const char SQL_NEXTVAL[] = "SELECT nextval('dlock_fence_seq')";
+
+/* ---- acquire ----------------------------------------------------------- */
+
+static int tx_acquire(struct dlock_session *ds,
+                      const struct dlock_request *req, int64_t deadline,
+                      struct dlock_grant *g, uint32_t *retry_ms)
+{
+    struct pg_session *s = (struct pg_session *)ds;
+    const struct pg_conf *cf = s->cf;
+    int sh = req->kind == DLOCK_KIND_SHARED;
+    bool rows = cf->mode->row_key;
+    char key[65], lt[16], idle[16];
+    struct pg_q q[PG_MAXQ];
+    struct pg_res res;
+    int rc;
+
+    (void)retry_ms;
+    if ((rc = dlock__pg_ready(s)) != DLOCK_OK)
+        return rc;
+    dlock__pg_name_key(cf, req->name, req->name_len, key);
+    dlock__pg_lock_timeout(lt, deadline);
+    dlock__pg_idle_text(idle, req->lease_ms);
+
+    /* Two tries at most: the second after creating a missing lock row. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int nq = 0, lockq;
+        const PGresult *last;
+
+        /* BEGIN, the wait's limits, the lock, the fence: one round trip. */
+        q[nq++] = (struct pg_q){"BEGIN", 0, {NULL}};
+        q[nq++] = (struct pg_q){SQL_SET_TX, 5,
+                                {lt, cf->ka_idle, cf->ka_interval,
+                                 cf->ka_count, idle}};
+        lockq = nq;
+        q[nq++] = (struct pg_q){cf->sql[(deadline ? TX_WAIT : TX_TRY) + sh],
+                                1, {key}};
+        if (rows && !sh)
+            q[nq++] = (struct pg_q){cf->sql[TX_FENCE], 2, {key, req->owner}};
+        else if (rows || deadline != 0)
+            q[nq++] = (struct pg_q){SQL_NEXTVAL, 0, {NULL}};
+
+        rc = dlock__pg_run(s, q, nq, dlock__pg_wait_deadline(cf, deadline),
+                           &res);
+        if (rc < 0) /* ECONNECT, or creating the table failed */
+            return rc;
+        if (rc == PG_SQLERR) {
+            rc = dlock__pg_busy_code(res.state, deadline);
+            if (rc == 0)
+                rc = dlock__pg_sqlfail(s, DLOCK_ERROR, "lock", &res);
+            dlock__pg_res_clear(&res);
+            dlock__pg_rollback(s);
+            return rc;
+        }
+        if (rows && PQntuples(res.r[lockq]) == 0) {
+            /* No lock row yet: make it, committed on its own so no other
+             * client waits on our insert, then lock it. */
+            struct pg_q ins = {cf->sql[TX_INSERT_ROW], 3,
+                               {key, cf->ns, req->name}};
+            dlock__pg_res_clear(&res);
+            dlock__pg_rollback(s);
+            if (attempt > 0)
+                break;
+            rc = dlock__pg_run(s, &ins, 1, dlock__pg_deadline(cf), &res);
+            if (rc == PG_SQLERR)
+                rc = dlock__pg_sqlfail(s, DLOCK_ERROR, "insert the lock row",
+                                       &res);
+            dlock__pg_res_clear(&res);
+            if (rc != DLOCK_OK)
+                return rc;
+            continue;
+        }
+        last = res.r[nq - 1];
+        if (PQntuples(last) == 0 || PQgetisnull(last, 0, 0)) {
+            dlock__pg_res_clear(&res);
+            dlock__pg_rollback(s);
+            return DLOCK_EBUSY; /* pg_try_advisory_xact_lock said no */
+        }
+        g->fence = dlock__pg_u64(last, 0, 0);
+        dlock__pg_res_clear(&res);
+        g->word[1] = s->gen;
+        s->ngrants++;
+        return DLOCK_OK;
+    }
+    return dlock_session_error(&s->base, DLOCK_ERROR,
+                               "the lock row vanished right after it was "
+                               "inserted (is something deleting rows of "
+                               "table %s?)",
+                               cf->table);
+}
+
+/* ---- release and renew ------------------------------------------------- */
+
+/* A COMMIT of a failed transaction answers ROLLBACK. */
+static int tx_committed(struct pg_session *s, PGresult *r)
+{
+    if (strcmp(PQcmdStatus(r), "COMMIT") == 0)
+        return DLOCK_OK;
+    return dlock_session_error(&s->base, DLOCK_ELOST,
+                               "the transaction holding the lock had "
+                               "failed; it was rolled back");
+}
+
+static int tx_release(struct dlock_session *ds,
+                      const struct dlock_request *req, struct dlock_grant *g)
+{
+    static const struct pg_q commit = {"COMMIT", 0, {NULL}};
+
+    (void)req;
+    return dlock__pg_bound_release((struct pg_session *)ds, g, &commit,
+                                   "commit", tx_committed);
+}
+
+/* The transaction that holds the lock must still be open. */
+static void tx_judge(struct pg_session *s, const PGresult *r, char *why,
+                     size_t cap)
+{
+    (void)r;
+    if (PQtransactionStatus(s->conn) != PQTRANS_INTRANS)
+        snprintf(why, cap, "the transaction holding the lock has ended");
+}
+
+static int tx_renew(struct dlock_session *ds, struct dlock_renewal *items,
+                    size_t n)
+{
+    return dlock__pg_bound_renew((struct pg_session *)ds, items, n, SQL_ONE,
+                                 tx_judge);
+}
+
+/* ---- for_update's inspect ---------------------------------------------- */
+
+/* The row's fence, and its holder if a transaction has it locked. */
+static void fu_read(const PGresult *r, dlock_state *out)
+{
+    out->held = 0;
+    if (PQntuples(r) > 0) {
+        out->fence = dlock__pg_u64(r, 0, 0);
+        if (!PQgetisnull(r, 0, 3)) {
+            out->held = 1;
+            snprintf(out->owner, sizeof out->owner, "%s (pid %s)",
+                     PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3));
+        }
+    }
+}
+
+static int fu_inspect(struct dlock_session *ds, const char *name, size_t len,
+                      dlock_state *out)
+{
+    return dlock__pg_inspect(ds, name, len, out, fu_read);
+}
+
+/* ---- the floor --------------------------------------------------------- */
+
+static void tx_floor_plan(const struct pg_conf *cf,
+                          const struct pg_floor_keys *k,
+                          struct pg_floor_plan *p)
+{
+    bool rows = cf->mode->row_key;
+
+    if (rows)
+        p->setup[p->nsetup++] = (struct pg_q){cf->sql[TX_INSERT_ROW], 3,
+                                              {k->hex, cf->ns, k->name}};
+    p->take[p->ntake++] = (struct pg_q){"BEGIN", 0, {NULL}};
+    p->take[p->ntake++] = (struct pg_q){SQL_SET_TX, 5,
+                                        {"0", cf->ka_idle, cf->ka_interval,
+                                         cf->ka_count, "0"}};
+    p->take[p->ntake++] = (struct pg_q){cf->sql[TX_TRY], 1,
+                                        {rows ? k->hex : k->key}};
+    if (rows)
+        p->take[p->ntake++] = (struct pg_q){cf->sql[TX_FENCE], 2,
+                                            {k->hex, k->owner}};
+    p->give = (struct pg_q){"COMMIT", 0, {NULL}};
+}
+
+static int xact_floor(const struct dlock_uri *uri, const char *name,
+                      uint32_t n, uint64_t *ns_out, char *err, size_t errlen)
+{
+    return dlock__pg_floor(uri, &dlock__pg_mode_advisory_xact,
+                           tx_floor_plan, name, n, ns_out, err, errlen);
+}
+
+static int fu_floor(const struct dlock_uri *uri, const char *name,
+                    uint32_t n, uint64_t *ns_out, char *err, size_t errlen)
+{
+    return dlock__pg_floor(uri, &dlock__pg_mode_for_update, tx_floor_plan,
+                           name, n, ns_out, err, errlen);
+}
+
+/* ---- the modes --------------------------------------------------------- */
+
+#define TX_CAPS                                                             \
+    (DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |                      \
+     DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |  \
+     DLOCK_CAP_SHARED | DLOCK_CAP_FENCING)
+
+/* The fence comes from a sequence: nextval() is not undone by a rollback,
+ * and this lock's transaction rolls back whenever its connection dies,
+ * which would hand a counter row's value out twice. */
+const struct pg_mode dlock__pg_mode_advisory_xact = {
+    .pub = {
+        .name = "advisory_xact",
+        .summary = "advisory locks of a transaction held open: work "
+                   "behind PgBouncer; a connection per held lock",
+        .caps = TX_CAPS,
+        .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
+                 DLOCK_KIND_BIT(DLOCK_KIND_SHARED),
+        .acquire = tx_acquire,
+        .renew = tx_renew,
+        .release = tx_release,
+        .inspect = dlock__pg_inspect_locks,
+        .floor = xact_floor,
+    },
+    .no_table = "its fencing tokens come from the sequence dlock_fence_seq",
+    .sql = {
+        [TX_TRY] = "SELECT CASE WHEN pg_try_advisory_xact_lock($1::bigint)"
+                   " THEN nextval('dlock_fence_seq') END",
+        [TX_TRY_SH] = "SELECT CASE WHEN"
+                      " pg_try_advisory_xact_lock_shared($1::bigint)"
+                      " THEN nextval('dlock_fence_seq') END",
+        [TX_WAIT] = "SELECT pg_advisory_xact_lock($1::bigint)",
+        [TX_WAIT_SH] = "SELECT pg_advisory_xact_lock_shared($1::bigint)",
+    },
+    .ddl = {"CREATE SEQUENCE IF NOT EXISTS dlock_fence_seq", NULL},
+    .inspect = DLOCK__PG_LOCKS_INSPECT("NULL::bigint"),
+};
+
+/* Exclusive holders record fence and owner in the row (visible once they
+ * commit); the value comes from the sequence for the reason given under
+ * advisory_xact. A row locked by a running transaction carries that
+ * transaction's id in xmax, which pg_stat_activity shows: inspect's
+ * holder. */
+const struct pg_mode dlock__pg_mode_for_update = {
+    .pub = {
+        .name = "for_update",
+        .summary = "a row locked by an open transaction (SELECT ... FOR "
+                   "UPDATE); a connection per held lock",
+        .caps = TX_CAPS,
+        .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
+                 DLOCK_KIND_BIT(DLOCK_KIND_SHARED),
+        .acquire = tx_acquire,
+        .renew = tx_renew,
+        .release = tx_release,
+        .inspect = fu_inspect,
+        .floor = fu_floor,
+    },
+    .table = "dlock_locks",
+    .row_key = true,
+    .sql = {
+        [TX_TRY] = "SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
+                   " FOR UPDATE NOWAIT",
+        [TX_TRY_SH] = "SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
+                      " FOR SHARE NOWAIT",
+        [TX_WAIT] = "SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
+                    " FOR UPDATE",
+        [TX_WAIT_SH] = "SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
+                       " FOR SHARE",
+        [TX_FENCE] = "UPDATE {t} SET fence = nextval('dlock_fence_seq'),"
+                     " owner = $2, locked_at = now()"
+                     " WHERE key = decode($1, 'hex') RETURNING fence",
+        [TX_INSERT_ROW] = "INSERT INTO {t} (key, namespace, name)"
+                          " VALUES (decode($1, 'hex'), $2, $3)"
+                          " ON CONFLICT (key) DO NOTHING",
+    },
+    .ddl = {"CREATE SEQUENCE IF NOT EXISTS dlock_fence_seq",
+            "CREATE TABLE IF NOT EXISTS {t} (key bytea PRIMARY KEY,"
+            " namespace text NOT NULL, name text NOT NULL,"
+            " owner text NOT NULL DEFAULT '',"
+            " fence bigint NOT NULL DEFAULT 0, locked_at timestamptz)",
+            NULL},
+    .inspect = "SELECT t.fence, t.owner, a.application_name, a.pid"
+               " FROM {t} t LEFT JOIN pg_stat_activity a"
+               " ON a.backend_xid = t.xmax WHERE t.key = decode($1, 'hex')",
+};
