@@ -9,7 +9,8 @@
  * names:  hostile names leave the tables intact and get keys of their own;
  *         utf8mb4 round trip; the key a DBA can compute; namespace is a
  *         prefix; GET_LOCK names shared with other programs; URI parameters
- *         checked; tables created on first use (and again if dropped).
+ *         checked; tables created on first use (and again if dropped);
+ *         the three modes and their caps listed without a server.
  * conn:   get_lock shares connections, for_update takes one per lock; a
  *         SIGKILLed holder frees its lock (conn-bound: with the connection;
  *         insert: after the lease); a KILLed connection loses the lock of a
@@ -527,6 +528,63 @@ static void mysql__inspect_each_mode(void **state)
     }
 }
 
+/* The three modes are objects of the backend's table (backend.h v2):
+ * listed in order with the caps docs/backends/mysql.md gives, without a
+ * server (port 1 answers nothing), under both schemes; mode= picks one,
+ * and a client of each mode reports the same caps once connected. */
+static void mysql__modes_listed_without_a_server(void **state)
+{
+    static const uint32_t want[NMODES] = {
+        DLOCK_CAP_LEASE | DLOCK_CAP_FENCING | DLOCK_CAP_SURVIVES_RECONNECT |
+            DLOCK_CAP_BATCH_RENEW,
+        DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
+            DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT |
+            DLOCK_CAP_FENCING,
+        DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
+            DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FENCING | DLOCK_CAP_BATCH_RENEW,
+    };
+    static const char *const down[] = {
+        "mysql://dlock@127.0.0.1:1/dlock", "mariadb://dlock@127.0.0.1:1/dlock"};
+    char u[128], err[256];
+
+    (void)state;
+    for (int s = 0; s < 2; s++)
+        for (int pick = -1; pick < NMODES; pick++) {
+            dlock_mode_info mi[4] = {DLOCK_MODE_INFO_INIT, DLOCK_MODE_INFO_INIT,
+                                     DLOCK_MODE_INFO_INIT,
+                                     DLOCK_MODE_INFO_INIT};
+            size_t n = 0;
+
+            snprintf(u, sizeof u, "%s%s%s", down[s], pick < 0 ? "" : "?mode=",
+                     pick < 0 ? "" : modes[pick]);
+            if (dlock_backend_modes(u, mi, 4, &n, err, sizeof err) != DLOCK_OK)
+                fail_msg("%s: %s", u, err);
+            assert_int_equal(n, NMODES);
+            for (int m = 0; m < NMODES; m++) {
+                assert_string_equal(mi[m].mode, modes[m]);
+                assert_non_null(mi[m].summary);
+                if (mi[m].caps != want[m])
+                    fail_msg("%s: caps 0x%x, want 0x%x", modes[m],
+                             (unsigned)mi[m].caps, (unsigned)want[m]);
+                /* No mode=: the first, insert. */
+                assert_int_equal(mi[m].chosen, m == (pick < 0 ? 0 : pick));
+            }
+        }
+    snprintf(u, sizeof u, "%s?mode=bogus", down[0]);
+    {
+        dlock_mode_info mi[1] = {DLOCK_MODE_INFO_INIT};
+        size_t n = 0;
+        assert_int_equal(dlock_backend_modes(u, mi, 1, &n, err, sizeof err),
+                         DLOCK_EINVAL);
+        assert_non_null(strstr(err, "mode"));
+    }
+    for (int m = 0; m < NMODES; m++) {
+        dlock_client *c = client_for(modes[m], NULL);
+        assert_int_equal(h_caps(c), want[m]);
+        dlock_client_close(c);
+    }
+}
+
 /* ---- connections --------------------------------------------------------- */
 
 /* A thousand GET_LOCK locks of one client on a handful of connections;
@@ -909,6 +967,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(mysql__uri_parameters_checked),
         cmocka_unit_test(mysql__tables_created_on_first_use),
         cmocka_unit_test(mysql__inspect_each_mode),
+        cmocka_unit_test(mysql__modes_listed_without_a_server),
     };
     const struct CMUnitTest conn[] = {
         cmocka_unit_test(mysql__get_lock_shares_connections),

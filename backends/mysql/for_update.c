@@ -1,0 +1,349 @@
+/*
+ * for_update.c: mode for_update, an open transaction that locked the
+ * name's row with SELECT … FOR UPDATE (NOWAIT for a try,
+ * innodb_lock_wait_timeout for a timed wait, so the server queues
+ * waiters). COMMIT releases it; a dead connection rolls the transaction
+ * back and frees it. Each held lock ties up a connection of its own
+ * (DLOCK_CAP_SESSION_PER_LOCK), whose statements all run in transactions
+ * (autocommit off) at READ COMMITTED: no gap locks, no stale snapshot
+ * between statements.
+ *
+ * The fence is bumped over a second connection, one per client, that
+ * autocommits: inside the lock's transaction a rollback (a killed
+ * connection, a server restart) would undo the bump and give the next
+ * holder the same token.
+ *
+ * What it shares with get_lock (the silence limit, renewal by ping) is
+ * bound.c's; the raw floor of this mode is floor.c's.
+ *
+ * Divisions: the table and statements; the fence's side connection;
+ * acquire; release; inspect; the mode.
+ */
+#include <stdio.h>
+
+#include "my.h"
+
+/* ---- the table and statements -------------------------------------------- */
+
+/* The rows this mode locks; they are never deleted. */
+static const char fu_ddl_rows[] =
+    "CREATE TABLE IF NOT EXISTS `%s_rows` ("
+    " lock_key BINARY(32) NOT NULL COMMENT 'SHA-256 of namespace || name',"
+    " name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL"
+    " COMMENT 'the name, cut to 255 bytes, for people',"
+    " PRIMARY KEY (lock_key)"
+    ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+
+static const char *const fu_ddl[] = {fu_ddl_rows, dlock__my_fence_ddl, NULL};
+
+/* Each lock connection's first statements. A lock wait of 0 is NOWAIT on
+ * MariaDB; MySQL raises it to its minimum, 1 s. */
+static const char *const fu_init[] = {
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+    "SET SESSION autocommit = 0, SESSION innodb_lock_wait_timeout = 0",
+    NULL};
+
+enum { FU_ROW_NOWAIT = MY_SLOT_MODE, FU_ROW_WAIT, FU_ROW_CREATE, FU_SLOTS };
+_Static_assert(FU_SLOTS <= MY_SLOTS, "for_update: too many statements");
+
+/* A try. */
+static const struct dlock__my_stmt fu_row_nowait = {
+    FU_ROW_NOWAIT,
+    "SELECT 1 FROM `%s_rows` WHERE lock_key = ? FOR UPDATE NOWAIT"};
+
+/* A wait of innodb_lock_wait_timeout. */
+static const struct dlock__my_stmt fu_row_wait = {
+    FU_ROW_WAIT, "SELECT 1 FROM `%s_rows` WHERE lock_key = ? FOR UPDATE"};
+
+/* First use of a name. */
+static const struct dlock__my_stmt fu_row_create = {
+    FU_ROW_CREATE,
+    "INSERT IGNORE INTO `%s_rows` (lock_key, name) VALUES (?, ?)"};
+
+/* ---- the fence's side connection ----------------------------------------- */
+
+/*
+ * The fence goes over the client's own autocommitted connection (x->fence,
+ * opened on first use, under x->mu): on the lock's connection it would be
+ * part of the lock's transaction, and a rollback (connection killed,
+ * server restarted) would hand the same token to the next holder.
+ */
+static unsigned fu_fence(struct dlock__my_session *ms,
+                         const uint8_t key[MY_KEY_LEN], uint64_t *out)
+{
+    struct dlock__my_ctx *x = ms->x;
+    unsigned e = 0;
+
+    pthread_mutex_lock(&x->mu);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (x->fence_open && x->fence.broken) {
+            dlock__my_conn_close(&x->fence);
+            x->fence_open = false;
+        }
+        if (!x->fence_open) {
+            if ((e = dlock__my_connect(&x->fence, x, false)) != 0)
+                break;
+            x->fence_open = true;
+        }
+        /* A reply lost with the connection may have bumped it already:
+         * once more skips a token, which fencing allows. */
+        if ((e = dlock__my_fence(&x->fence, key, out)) == 0 ||
+            !x->fence.broken)
+            break;
+    }
+    if (e != 0) {
+        /* Report it through the session; the lock's own connection is
+         * fine, so it is not marked broken. */
+        bool broken = ms->conn.broken;
+        dlock__my_note(&ms->conn, e, x->fence.msg);
+        ms->conn.broken = broken;
+    }
+    pthread_mutex_unlock(&x->mu);
+    return e;
+}
+
+/* The mode's ctx_close: the side connection goes with the client. */
+static void fu_ctx_close(struct dlock__my_ctx *x)
+{
+    if (x->fence_open)
+        dlock__my_conn_close(&x->fence);
+    x->fence_open = false;
+}
+
+/* ---- acquire ------------------------------------------------------------- */
+
+/* Set the session's lock wait (seconds) if it differs. */
+static unsigned fu_set_wait(struct dlock__my_session *ms, long s)
+{
+    char q[80];
+    int n;
+
+    if (ms->lock_wait_s == s)
+        return 0;
+    n = snprintf(q, sizeof q, "SET SESSION innodb_lock_wait_timeout = %ld",
+                 s);
+    if (mysql_real_query(ms->conn.db, q, (unsigned long)n) != 0)
+        return dlock__my_db_note(&ms->conn);
+    ms->lock_wait_s = s;
+    return 0;
+}
+
+/* Lock the row with statement q: 0 and *locked, or an error number. */
+static unsigned fu_lock_row(struct dlock__my_session *ms,
+                            const struct dlock__my_stmt *q,
+                            const uint8_t key[MY_KEY_LEN], bool *locked)
+{
+    MYSQL_BIND p[1];
+    long long one;
+    my_flag null;
+
+    dlock__my_bind_blob(&p[0], key, MY_KEY_LEN);
+    return dlock__my_select_i64(&ms->conn, q, p, &one, &null, locked);
+}
+
+/*
+ * First use of a name: create its row and commit at once, so it is there
+ * for everyone. INSERT IGNORE checks the key under a shared lock, so if
+ * someone already created and locked the row this fails (lock wait 0) and
+ * the lock is busy.
+ */
+static unsigned fu_create_row(struct dlock__my_session *ms,
+                              const struct dlock_request *req,
+                              const uint8_t key[MY_KEY_LEN])
+{
+    struct dlock__my_conn *c = &ms->conn;
+    MYSQL_BIND p[2];
+    unsigned e;
+
+    if ((e = fu_set_wait(ms, 0)) != 0)
+        return e;
+    dlock__my_bind_blob(&p[0], key, MY_KEY_LEN);
+    dlock__my_bind_text(&p[1], req->name,
+                        dlock__my_display_len(req->name, req->name_len));
+    if ((e = dlock__my_exec(c, &fu_row_create, p)) != 0)
+        return e;
+    if (mysql_commit(c->db) != 0)
+        return dlock__my_db_note(c);
+    return 0;
+}
+
+/* Lock the row, creating it on first use: DLOCK_OK, or what the attempt
+ * came to. */
+static int fu_take(struct dlock__my_session *ms,
+                   const struct dlock_request *req,
+                   const uint8_t key[MY_KEY_LEN], int64_t deadline_ms,
+                   uint32_t *retry_ms)
+{
+    struct dlock__my_conn *c = &ms->conn;
+    bool locked = false;
+    long wait_s = 0;
+    unsigned e;
+
+    /*
+     * innodb_lock_wait_timeout counts whole seconds: wait natively for the
+     * whole seconds left (never past the deadline, and ending before the
+     * read timeout would), then try with NOWAIT while core backs off for
+     * the rest.
+     */
+    if (deadline_ms != 0) {
+        int64_t left = deadline_ms - dlock_now_ms();
+        long cap = (long)ms->x->io_s - 1;
+        wait_s = left >= 1000 ? (long)(left / 1000) : 0;
+        if (wait_s > cap)
+            wait_s = cap;
+    }
+    for (int round = 0; round < 2; round++) {
+        const struct dlock__my_stmt *q =
+            wait_s > 0 ? &fu_row_wait : &fu_row_nowait;
+
+        if (wait_s > 0 && (e = fu_set_wait(ms, wait_s)) != 0)
+            return dlock__my_fail(ms, c, "set lock wait");
+        e = fu_lock_row(ms, q, key, &locked);
+        if (dlock__my_code(e) == DLOCK_EBUSY)
+            return dlock__my_busy(deadline_ms, wait_s > 0, retry_ms);
+        if (e != 0)
+            return dlock__my_fail(ms, c, "SELECT … FOR UPDATE");
+        if (locked)
+            return DLOCK_OK;
+        if (round > 0)
+            break;
+        e = fu_create_row(ms, req, key);
+        if (dlock__my_code(e) == DLOCK_EBUSY)
+            return dlock__my_busy(deadline_ms, false, retry_ms);
+        if (e != 0)
+            return dlock__my_fail(ms, c, "create the lock row");
+    }
+    return dlock_session_error(&ms->base, DLOCK_ERROR,
+                               "the lock row vanished right after it was "
+                               "created (table `%s_rows` cleared?)",
+                               ms->x->table);
+}
+
+static int fu_acquire(struct dlock_session *s, const struct dlock_request *req,
+                      int64_t deadline_ms, struct dlock_grant *grant,
+                      uint32_t *retry_ms)
+{
+    struct dlock__my_session *ms = (struct dlock__my_session *)s;
+    uint8_t key[MY_KEY_LEN];
+    int rc;
+
+    if ((rc = dlock__my_bound_begin(ms, req)) != DLOCK_OK)
+        return rc;
+    dlock__my_key(ms->x, req->name, req->name_len, key);
+    if ((rc = fu_take(ms, req, key, deadline_ms, retry_ms)) != DLOCK_OK)
+        return rc;
+    /* Held until COMMIT, or until this connection ends. */
+    if (fu_fence(ms, key, &grant->fence) != 0) {
+        rc = dlock__my_fail(ms, &ms->conn, "fence");
+        mysql_rollback(ms->conn.db);
+        return rc;
+    }
+    ms->ngrants++;
+    return DLOCK_OK;
+}
+
+/* ---- release ------------------------------------------------------------- */
+
+static int fu_release(struct dlock_session *s, const struct dlock_request *req,
+                      struct dlock_grant *grant)
+{
+    struct dlock__my_session *ms = (struct dlock__my_session *)s;
+    struct dlock__my_conn *c = &ms->conn;
+
+    (void)req;
+    (void)grant;
+    if (ms->ngrants > 0)
+        ms->ngrants--;
+    if (c->broken)
+        return dlock_session_error(&ms->base, DLOCK_ECONNECT,
+                                   "the connection holding the lock is "
+                                   "gone: %s",
+                                   c->msg);
+    if (mysql_commit(c->db) != 0) {
+        dlock__my_db_note(c);
+        return dlock__my_fail(ms, c, "COMMIT");
+    }
+    return DLOCK_OK;
+}
+
+/* ---- inspect ------------------------------------------------------------- */
+
+/*
+ * Held or not, by a NOWAIT probe: busy means held; a row we could lock
+ * was free (the ROLLBACK gives it back at once). Who holds it, InnoDB
+ * tells only with the PROCESS privilege, so the owner stays unknown.
+ * (SKIP LOCKED would read better, but over a locked row MariaDB 10.11 and
+ * Connector/C 3.3 end the empty result with a fetch error of errno 0.)
+ */
+static int fu_probe(struct dlock__my_session *ms,
+                    const uint8_t key[MY_KEY_LEN], dlock_state *out)
+{
+    struct dlock__my_conn *c = &ms->conn;
+    bool locked = false;
+    unsigned e;
+
+    e = fu_lock_row(ms, &fu_row_nowait, key, &locked);
+    mysql_rollback(c->db);
+    if (dlock__my_code(e) == DLOCK_EBUSY) {
+        out->held = 1;
+        return DLOCK_OK;
+    }
+    if (e != 0)
+        return dlock__my_fail(ms, c, "inspect");
+    out->held = 0;
+    return DLOCK_OK;
+}
+
+static int fu_inspect(struct dlock_session *s, const char *name, size_t len,
+                      dlock_state *out)
+{
+    struct dlock__my_session *ms = (struct dlock__my_session *)s;
+    uint8_t key[MY_KEY_LEN];
+    int rc;
+
+    if (ms->conn.broken)
+        return dlock__my_broken(ms);
+    dlock__my_key(ms->x, name, len, key);
+    rc = fu_probe(ms, key, out);
+    if (rc == DLOCK_OK &&
+        dlock__my_fence_peek(&ms->conn, key, &out->fence) != 0)
+        rc = dlock__my_fail(ms, &ms->conn, "inspect fence");
+    /* The peek, too, ran in a transaction of this connection. */
+    mysql_rollback(ms->conn.db);
+    return rc;
+}
+
+/* ---- the mode ------------------------------------------------------------ */
+
+static int fu_floor(const struct dlock_uri *uri, const char *name, uint32_t n,
+                    uint64_t *ns_out, char *err, size_t errlen)
+{
+    static const struct dlock__my_floor_sql q = {
+        &dlock__my_mode_for_update, &fu_row_nowait, NULL, &fu_row_create};
+
+    return dlock__my_floor_for_update(&q, uri, name, n, ns_out, err, errlen);
+}
+
+/* The server waits for us; back off only between waits. */
+const struct dlock__my_mode dlock__my_mode_for_update = {
+    .base =
+        {
+            .name = "for_update",
+            .summary = "a transaction holding SELECT … FOR UPDATE on the "
+                       "name's row: one connection per held lock",
+            .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
+                    DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT |
+                    DLOCK_CAP_FENCING,
+            .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),
+            .retry_min_ms = 1,
+            .retry_max_ms = 32,
+            .acquire = fu_acquire,
+            .renew = dlock__my_bound_renew,
+            .release = fu_release,
+            .inspect = fu_inspect,
+            .floor = fu_floor,
+        },
+    .ddl = fu_ddl,
+    .init = fu_init,
+    .ctx_close = fu_ctx_close,
+};

@@ -1,0 +1,267 @@
+/*
+ * my.h: what the files of the mysql:// backend share, and nothing outside
+ * the backend includes: the per-client context, a connection and its
+ * prepared statements, the session, a mode's private half, and each
+ * file's cross-file names (dlock__my_*), listed bottom file first. The
+ * backend as a whole (the URI, the three modes, threads) is described at
+ * the top of mysql.c and in docs/backends/mysql.md.
+ *
+ * The files, each calling only files further down this list (no call or
+ * include cycle; tests/arch/check_arch.py checks it from the objects):
+ *
+ *   mysql.c       the backend table, its list of modes, and the entry
+ *                 points every mode shares: library and thread set-up,
+ *                 ctx_open/ctx_close, open/close
+ *   insert.c      mode insert: its table, SQL, methods and mode object
+ *   for_update.c  mode for_update, with its side connection for fences
+ *   get_lock.c    mode get_lock
+ *   floor.c       the raw floor of each mode, for `dlock bench` only
+ *   bound.c       what the connection-bound modes share: the server's
+ *                 silence limit, renewal by ping, the end of a lock wait
+ *   fence.c       the fencing counters of every mode
+ *   keys.c        a name's key, its column text, its GET_LOCK name
+ *   conn.c        connections, prepared statements, bindings, errors
+ *   conf.c        the URI read into the per-client context
+ */
+#ifndef DLOCK_MY_H
+#define DLOCK_MY_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <errmsg.h>
+#include <mysql.h>
+#include <mysqld_error.h>
+
+#include "dlock/backend.h"
+
+#ifdef LIBMARIADB
+typedef my_bool my_flag;
+#else
+typedef bool my_flag; /* MySQL 8's libmysqlclient dropped my_bool */
+#endif
+
+/* MySQL identifiers have at most 64 characters; "_fence" must fit. */
+#define MY_TABLE_MAX 58
+/* A key: SHA-256(namespace || name). */
+#define MY_KEY_LEN 32
+/* GET_LOCK names: MySQL refuses more than 64 characters. */
+#define MY_ULOCK_CHARS 64
+#define MY_ULOCK_BUF (MY_ULOCK_CHARS * 4 + 1)
+/* MySQL 8's error for NOWAIT (MariaDB says ER_LOCK_WAIT_TIMEOUT). */
+#define MY_ER_LOCK_NOWAIT 3572
+
+/* ssl=: the index into dlock__my_ssl_names. */
+enum my_ssl { MY_SSL_OFF, MY_SSL_REQUIRE, MY_SSL_VERIFY };
+
+/*
+ * A statement, prepared on a connection when first used and kept there in
+ * its slot. Each mode's file defines its statements beside the code that
+ * runs them; slots are unique within a mode (a connection serves one).
+ */
+struct dlock__my_stmt {
+    unsigned slot;   /* MY_SLOT_FENCE..., or a mode's from MY_SLOT_MODE */
+    const char *sql; /* %s, at most once: the table's base name */
+};
+
+enum {
+    MY_SLOT_FENCE,      /* fence.c: bump the counter */
+    MY_SLOT_FENCE_PEEK, /* fence.c: read it, for inspect */
+    MY_SLOT_MODE        /* a mode's own statements from here */
+};
+#define MY_SLOTS 12     /* slots per connection */
+
+/*
+ * A mode: what core sees (base, first, so the table can list &m->base),
+ * and what the backend's shared code needs to know of it.
+ */
+struct dlock__my_ctx;
+struct dlock__my_mode {
+    struct dlock_mode base;
+    /* CREATE TABLE IF NOT EXISTS statements (%s: the table's base name),
+     * run when a statement meets ER_NO_SUCH_TABLE; NULL-terminated. */
+    const char *const *ddl;
+    /* Statements each lock connection runs first (MYSQL_INIT_COMMAND);
+     * NULL-terminated, or NULL for none. */
+    const char *const *init;
+    /* Optional: release what the mode keeps in the context. */
+    void (*ctx_close)(struct dlock__my_ctx *x);
+};
+
+/* One connection and the statements prepared on it. */
+struct dlock__my_conn {
+    MYSQL *db;
+    MYSQL_STMT *st[MY_SLOTS];
+    const char *sql[MY_SLOTS]; /* the text prepared in each slot */
+    const struct dlock__my_ctx *x;
+    bool broken;   /* a call failed for the connection: the rest fail fast */
+    unsigned err;  /* the last error number */
+    char msg[320]; /* and its text */
+};
+
+/* What every connection of one client shares (the backend's ctx). */
+struct dlock__my_ctx {
+    const struct dlock__my_mode *mode;
+    enum my_ssl ssl;
+    char *host, *user, *password, *db, *ssl_ca; /* password, ssl_ca: NULL */
+    unsigned int port;
+    unsigned int io_s;   /* connect, read and write timeouts, seconds */
+    int64_t io_ms;       /* the same in milliseconds */
+    uint32_t lease_ms;   /* lease=: what a new session's wait_timeout covers */
+    char table[MY_TABLE_MAX + 1];
+    char *ns;            /* namespace=, a prefix of every name */
+    size_t ns_len;
+    char holder[320];    /* "host name:pid", the insert rows' host column */
+    size_t holder_len;
+    /* for_update bumps fences over this autocommitted connection, opened
+     * on first use; mu serialises the client's threads on it. */
+    pthread_mutex_t mu;
+    struct dlock__my_conn fence;
+    bool fence_open;
+};
+
+struct dlock__my_session {
+    struct dlock_session base;
+    struct dlock__my_ctx *x;
+    struct dlock__my_conn conn;
+    long lock_wait_s; /* for_update: the session's innodb_lock_wait_timeout */
+    uint32_t covered_ms; /* conn-bound: the lease wait_timeout covers */
+    size_t ngrants;      /* conn-bound: locks held on this connection */
+};
+
+/* ---- conf.c: the URI read into the per-client context -------------------- */
+
+extern const char *const dlock__my_ssl_names[];
+
+/* Read and check the URI for mode m; err names a bad parameter. */
+int dlock__my_ctx_new(struct dlock__my_ctx **out, const struct dlock_uri *uri,
+                      const struct dlock__my_mode *m, char *err,
+                      size_t errlen);
+/* Free x. What the mode keeps in it (m->ctx_close) is closed first. */
+void dlock__my_ctx_free(struct dlock__my_ctx *x);
+
+/* ---- conn.c: connections, statements, bindings, errors ------------------- */
+
+/* Connect with x's options; mode_init: run the mode's init statements (a
+ * lock connection; false for a side connection that autocommits).
+ * Returns 0, or an error number with c->msg set and c->db NULL. */
+unsigned dlock__my_connect(struct dlock__my_conn *c,
+                           const struct dlock__my_ctx *x, bool mode_init);
+void dlock__my_conn_close(struct dlock__my_conn *c);
+/* The dlock code for a MySQL error number. */
+int dlock__my_code(unsigned e);
+/* Record an error on c (broken if it ends the connection); returns e. */
+unsigned dlock__my_note(struct dlock__my_conn *c, unsigned e,
+                        const char *text);
+unsigned dlock__my_db_note(struct dlock__my_conn *c);
+unsigned dlock__my_stmt_note(struct dlock__my_conn *c, MYSQL_STMT *st);
+/* The prepared statement, preparing it on first use (a missing table is
+ * created, once); NULL with c's error set. */
+MYSQL_STMT *dlock__my_prepare(struct dlock__my_conn *c,
+                              const struct dlock__my_stmt *q);
+/* Execute q with params: 0, or the error number with c->msg set. */
+unsigned dlock__my_exec(struct dlock__my_conn *c,
+                        const struct dlock__my_stmt *q, MYSQL_BIND *params);
+/* Rows the last execution of q matched (CLIENT_FOUND_ROWS). */
+my_ulonglong dlock__my_affected(struct dlock__my_conn *c,
+                                const struct dlock__my_stmt *q);
+/* Read the rows of q just executed into res (the last row wins); *found
+ * says whether there was one. 0 or an error number. */
+unsigned dlock__my_fetch(struct dlock__my_conn *c,
+                         const struct dlock__my_stmt *q, MYSQL_BIND *res,
+                         bool *found);
+/* Execute q, a SELECT of one BIGINT column, and read its row: *v, *null
+ * (also when there is no row) and *found. 0 or an error number. */
+unsigned dlock__my_select_i64(struct dlock__my_conn *c,
+                              const struct dlock__my_stmt *q,
+                              MYSQL_BIND *params, long long *v, my_flag *null,
+                              bool *found);
+/* Parameters: bytes compared as bytes (a key); text in utf8mb4. */
+void dlock__my_bind_blob(MYSQL_BIND *b, const void *p, size_t len);
+void dlock__my_bind_text(MYSQL_BIND *b, const char *p, size_t len);
+void dlock__my_bind_i64(MYSQL_BIND *b, long long *v);
+void dlock__my_bind_f64(MYSQL_BIND *b, double *v);
+/* Results: a nullable BIGINT; nullable bytes into buf. */
+void dlock__my_res_i64(MYSQL_BIND *b, long long *v, my_flag *is_null);
+void dlock__my_res_bytes(MYSQL_BIND *b, void *buf, size_t cap,
+                         unsigned long *len, my_flag *is_null);
+/* Report c's last error on the session: "what: the server's words". */
+int dlock__my_fail(struct dlock__my_session *ms, struct dlock__my_conn *c,
+                   const char *what);
+/* DLOCK_ECONNECT for a call on a session whose connection broke. */
+int dlock__my_broken(struct dlock__my_session *ms);
+
+/* ---- keys.c: keys and names ---------------------------------------------- */
+
+/* The server's identity of a lock: SHA-256(namespace || name). */
+void dlock__my_key(const struct dlock__my_ctx *x, const char *name,
+                   size_t len, uint8_t key[MY_KEY_LEN]);
+/* How much of the name the name column keeps (255 bytes, whole
+ * characters). */
+size_t dlock__my_display_len(const char *name, size_t len);
+/* GET_LOCK's name for a name and its key; returns its length. */
+size_t dlock__my_ulock_name(const struct dlock__my_ctx *x, const char *name,
+                            size_t len, const uint8_t key[MY_KEY_LEN],
+                            char out[MY_ULOCK_BUF]);
+
+/* ---- fence.c: the fencing counters --------------------------------------- */
+
+/* The counters' table, part of every mode's ddl. */
+extern const char dlock__my_fence_ddl[];
+/* Bump key's counter on c (autocommitted) and read the new token. */
+unsigned dlock__my_fence(struct dlock__my_conn *c,
+                         const uint8_t key[MY_KEY_LEN], uint64_t *out);
+/* The last token handed out for key (0 if none), for inspect. */
+unsigned dlock__my_fence_peek(struct dlock__my_conn *c,
+                              const uint8_t key[MY_KEY_LEN], uint64_t *out);
+/* Prepare the bump on c before a clock starts (the floor). */
+unsigned dlock__my_fence_prepare(struct dlock__my_conn *c);
+
+/* ---- bound.c: what the connection-bound modes share ---------------------- */
+
+/* Make the server end the session after a silence longer than lease_ms
+ * and its margin [B-BOUND-1]; holds: the session holds locks. 0 or an
+ * error number. */
+unsigned dlock__my_cover_lease(struct dlock__my_session *ms,
+                               uint32_t lease_ms, bool holds);
+/* acquire()'s first steps: a live connection, the lease covered. */
+int dlock__my_bound_begin(struct dlock__my_session *ms,
+                          const struct dlock_request *req);
+/* The renew method: one ping proves every lock of the connection. */
+int dlock__my_bound_renew(struct dlock_session *s,
+                          struct dlock_renewal *items, size_t n);
+/* EBUSY or ETIMEDOUT after a lock wait that did not get the lock. */
+int dlock__my_busy(int64_t deadline_ms, bool waited, uint32_t *retry_ms);
+
+/* ---- floor.c: the raw floors --------------------------------------------- */
+
+/* What a mode's file hands its floor: the mode and its statements. */
+struct dlock__my_floor_sql {
+    const struct dlock__my_mode *mode;
+    const struct dlock__my_stmt *take; /* claim / row NOWAIT / GET_LOCK */
+    const struct dlock__my_stmt *give; /* DELETE / -(COMMIT) / RELEASE_LOCK */
+    const struct dlock__my_stmt *make; /* - / the row's INSERT IGNORE / - */
+};
+
+int dlock__my_floor_insert(const struct dlock__my_floor_sql *q,
+                           const struct dlock_uri *uri, const char *name,
+                           uint32_t n, uint64_t *ns_out, char *err,
+                           size_t errlen);
+int dlock__my_floor_for_update(const struct dlock__my_floor_sql *q,
+                               const struct dlock_uri *uri, const char *name,
+                               uint32_t n, uint64_t *ns_out, char *err,
+                               size_t errlen);
+int dlock__my_floor_get_lock(const struct dlock__my_floor_sql *q,
+                             const struct dlock_uri *uri, const char *name,
+                             uint32_t n, uint64_t *ns_out, char *err,
+                             size_t errlen);
+
+/* ---- the modes: insert.c, for_update.c, get_lock.c ----------------------- */
+
+extern const struct dlock__my_mode dlock__my_mode_insert;
+extern const struct dlock__my_mode dlock__my_mode_for_update;
+extern const struct dlock__my_mode dlock__my_mode_get_lock;
+
+#endif /* DLOCK_MY_H */
