@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../conformance/harness.h"
+#include "dlock/backend.h" /* dlock_bench_floor */
 
 #define PROCS 8
 #define CYCLES 60

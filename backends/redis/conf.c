@@ -1,0 +1,174 @@
+/*
+ * conf.c: the URI of a redis:// or redlock:// client read into struct
+ * dlock__rd_conf, once per client (and once per floor run). Which mode the
+ * URI asks for is decided before, by core and redis.c's pick_mode(); this
+ * file is told only whether the mode runs on one server or on Redlock's N
+ * nodes, and checks hosts, /db, user and password, timeout=, and Redlock's
+ * node_timeout=, drift= and restart_delay=. Every message names its part.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rd.h"
+
+/* restart_delay's upper bound: a day, far past any sane lease. */
+#define RESTART_DELAY_MAX_MS (24u * 3600u * 1000u)
+
+void dlock__rd_conf_free(struct dlock__rd_conf *cf)
+{
+    free(cf->user);
+    free(cf->password);
+    free(cf->raw_ns);
+    cf->user = cf->password = cf->raw_ns = NULL;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s != NULL ? strdup(s) : NULL;
+}
+
+/* /db: a database number (SELECT), not with Redlock's N nodes. */
+static int conf_db(struct dlock__rd_conf *cf, const struct dlock_uri *u,
+                   char *err, size_t errlen)
+{
+    const char *p = u->path + 1;
+    unsigned long db = 0;
+
+    if (u->path[0] == '\0' || strcmp(u->path, "/") == 0)
+        return DLOCK_OK;
+    if (*p == '\0' || strlen(p) > 5)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "db: expected /N with N a database number "
+                            "0..65535, got '%.40s'",
+                            u->path);
+    for (; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9')
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "db: expected /N with N a database "
+                                "number 0..65535, got '%.40s'",
+                                u->path);
+        db = db * 10 + (unsigned long)(*p - '0');
+    }
+    if (db > 65535)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "db: %lu is above 65535", db);
+    cf->db = (unsigned int)db;
+    return DLOCK_OK;
+}
+
+/* Redlock's own parameters: node_timeout=, drift=, restart_delay=. */
+static int conf_redlock(struct dlock__rd_conf *cf, const struct dlock_uri *u,
+                        bool nodes, char *err, size_t errlen)
+{
+    static const char *const only_redlock[] = {"node_timeout", "drift",
+                                               "restart_delay"};
+    uint32_t v;
+    int rc;
+
+    /*
+     * node_timeout: how long one Redlock round may wait for the nodes. It
+     * must be small against the lease, because the time it takes comes out
+     * of the validity; but a node on another host needs a round trip plus
+     * scheduling noise. 50 ms is ~100 round trips on a LAN and 1/600 of
+     * the default 30 s lease.
+     */
+    if ((rc = dlock_uri_duration(u, "node_timeout", 50, &v, err, errlen)) !=
+        DLOCK_OK)
+        return rc;
+    if (dlock_uri_param(u, "node_timeout") == NULL && v > cf->timeout_ms)
+        v = cf->timeout_ms; /* a short timeout= bounds the default too */
+    if (v == 0 || v > cf->timeout_ms)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "node_timeout: expected 1 ms up to timeout= "
+                            "(%u ms), got %u ms",
+                            cf->timeout_ms, v);
+    cf->node_timeout_ms = v;
+    /* drift: Redlock's fixed clock-drift allowance (the paper's 2 ms),
+     * added to 1% of the lease. */
+    if ((rc = dlock_uri_duration(u, "drift", 2, &v, err, errlen)) != DLOCK_OK)
+        return rc;
+    if (v > 60000)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "drift: at most 60s, got %u ms", v);
+    cf->drift_ms = v;
+    /* restart_delay: how long a restarted node stays out of the quorum
+     * (restart.c); 0 turns the delayed restart off. */
+    if ((rc = dlock_uri_duration(u, "restart_delay", u->lease_ms, &v, err,
+                                 errlen)) != DLOCK_OK)
+        return rc;
+    if (v > RESTART_DELAY_MAX_MS)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "restart_delay: at most 24h (the longest lease "
+                            "any client takes on these nodes), got %u ms",
+                            v);
+    cf->restart_delay_ms = v;
+    for (size_t i = 0; !nodes && i < 3; i++)
+        if (dlock_uri_param(u, only_redlock[i]) != NULL)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "%s: only for redlock", only_redlock[i]);
+    if (nodes && cf->db != 0)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "db: not supported with redlock");
+    return DLOCK_OK;
+}
+
+int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
+                         bool nodes, char *err, size_t errlen)
+{
+    int rc;
+
+    memset(cf, 0, sizeof *cf);
+    if (u->nhosts == 0)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "host: expected redis://host[:port]");
+    if (u->nhosts > 1 && !nodes)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "host: %zu hosts given; several hosts are a "
+                            "Redlock: use redlock://h1,h2,... or redlock=1",
+                            u->nhosts);
+    if (u->nhosts > RD_NODES_MAX)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "host: at most %d Redlock nodes, %zu given",
+                            RD_NODES_MAX, u->nhosts);
+    for (size_t i = 0; i < u->nhosts; i++) {
+        const char *h = u->hosts[i].host;
+        if (h[0] == '\0')
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "host: host %zu is empty", i + 1);
+        if (strlen(h) >= sizeof cf->hosts[i].host)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "host: longer than 255 bytes");
+        snprintf(cf->hosts[i].host, sizeof cf->hosts[i].host, "%s", h);
+        cf->hosts[i].port =
+            u->hosts[i].port != 0 ? u->hosts[i].port : RD_DEFAULT_PORT;
+    }
+    cf->nhosts = u->nhosts;
+    if ((rc = conf_db(cf, u, err, errlen)) != DLOCK_OK)
+        return rc;
+
+    if (u->user != NULL && u->user[0] != '\0' && u->password == NULL)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "userinfo: user '%.64s' needs a password "
+                            "(redis://user:password@host)",
+                            u->user);
+    cf->timeout_ms = u->timeout_ms;
+    if (cf->timeout_ms == 0)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "timeout: must be above 0 for redis");
+    cf->lease_ms = u->lease_ms;
+    if ((rc = conf_redlock(cf, u, nodes, err, errlen)) != DLOCK_OK)
+        return rc;
+
+    if (u->ns[0] != '\0')
+        dlock_name_segment(cf->ns, RD_SEG_MAX, u->ns, strlen(u->ns));
+    cf->raw_ns = u->ns[0] != '\0' ? strdup(u->ns) : NULL;
+    cf->user = u->user != NULL && u->user[0] != '\0' ? strdup(u->user) : NULL;
+    cf->password = dup_or_null(u->password);
+    if ((u->ns[0] != '\0' && cf->raw_ns == NULL) ||
+        (u->password != NULL && cf->password == NULL)) {
+        dlock__rd_conf_free(cf);
+        return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
+    }
+    return DLOCK_OK;
+}

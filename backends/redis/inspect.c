@@ -1,0 +1,113 @@
+/*
+ * inspect.c: describing a name without taking it (`dlock inspect`), on one
+ * server (setnx, hash: the holder read by the mode's command, the TTL and
+ * the fencing counter in one round trip) and on Redlock's nodes (held when
+ * a majority holds it, -1 when some but not a majority do; no fence). The
+ * keys are the mode's; rounds are rounds.c's. Core has preset every field
+ * to "unknown" before the call.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rd.h"
+
+static void copy_owner(dlock_state *out, const char *s, size_t len)
+{
+    if (len >= sizeof out->owner)
+        len = sizeof out->owner - 1;
+    memcpy(out->owner, s, len);
+    out->owner[len] = '\0';
+}
+
+int dlock__rd_inspect_single(struct dlock_session *s, const char *name,
+                             size_t len, dlock_state *out)
+{
+    struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
+    const struct dlock__rd_buf *lk = &rs->keys.lock;
+    redisReply *r[3] = {NULL, NULL, NULL};
+    int code = DLOCK_OK;
+
+    dlock__rd_log_note(rs);
+    if (rs->m->keys(&rs->keys, rs->cf, name, len) != 0)
+        return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+    redisAppendCommand(rs->rc, "%s %b", rs->m->inspect_read, lk->p, lk->len);
+    redisAppendCommand(rs->rc, "PTTL %b", lk->p, lk->len);
+    redisAppendCommand(rs->rc, "GET %b", rs->keys.fence.p,
+                       rs->keys.fence.len);
+    for (int i = 0; i < 3; i++)
+        if (redisGetReply(rs->rc, (void **)&r[i]) != REDIS_OK ||
+            r[i] == NULL) {
+            code = dlock__rd_io_error(rs, DLOCK_ECONNECT, "inspect");
+            goto done;
+        }
+    out->held = 0;
+    if (r[0]->type == REDIS_REPLY_STRING) {
+        out->held = 1;
+        copy_owner(out, r[0]->str, r[0]->len);
+    } else if (r[0]->type == REDIS_REPLY_ARRAY && r[0]->elements >= 2) {
+        out->held = 1;
+        copy_owner(out, r[0]->element[0]->str, r[0]->element[0]->len);
+    } else if (r[0]->type == REDIS_REPLY_ERROR) {
+        code = dlock__rd_reply_error(rs, r[0]);
+        goto done;
+    }
+    if (r[1]->type == REDIS_REPLY_INTEGER && r[1]->integer >= 0)
+        out->remaining_ms = r[1]->integer;
+    if (r[2]->type == REDIS_REPLY_STRING)
+        out->fence = strtoull(r[2]->str, NULL, 10);
+    out->waiters = -1; /* PUBSUB NUMSUB counts clients, not waiters */
+done:
+    for (int i = 0; i < 3; i++)
+        if (r[i] != NULL)
+            freeReplyObject(r[i]);
+    return code;
+}
+
+int dlock__rd_inspect_nodes(struct dlock_session *s, const char *name,
+                            size_t len, dlock_state *out)
+{
+    struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
+    struct dlock__rd_cmd c[2];
+    size_t held = 0, answered = 0;
+    long long min_ttl = -1;
+    char why[360];
+
+    dlock__rd_log_note(rs);
+    if (rs->m->keys(&rs->keys, rs->cf, name, len) != 0)
+        return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+    dlock__rd_reconnect(rs, false);
+    c[0].argc = 2, c[0].argv[0] = "GET", c[0].lens[0] = 3;
+    c[0].argv[1] = rs->keys.lock.p, c[0].lens[1] = rs->keys.lock.len;
+    c[1] = c[0];
+    c[1].argv[0] = "PTTL", c[1].lens[0] = 4;
+    dlock__rd_round(rs, c, 2,
+                    dlock_now_ns() +
+                        (uint64_t)rs->cf->node_timeout_ms * 1000000u);
+    for (size_t i = 0; i < rs->nnodes; i++) {
+        struct dlock__rd_node *nd = &rs->nodes[i];
+        if (nd->got != 2)
+            continue;
+        answered++;
+        if (nd->rep[0]->type == REDIS_REPLY_STRING) {
+            held++;
+            if (out->owner[0] == '\0')
+                copy_owner(out, nd->rep[0]->str, nd->rep[0]->len);
+            if (nd->rep[1]->type == REDIS_REPLY_INTEGER &&
+                nd->rep[1]->integer >= 0 &&
+                (min_ttl < 0 || nd->rep[1]->integer < min_ttl))
+                min_ttl = nd->rep[1]->integer;
+        }
+    }
+    dlock__rd_round_free(rs);
+    if (answered < rs->quorum)
+        return dlock_session_error(s, DLOCK_ECONNECT,
+                                   "%zu of %zu nodes answered%s", answered,
+                                   rs->nnodes,
+                                   dlock__rd_nodes_why(rs, why, sizeof why));
+    out->held = held >= rs->quorum ? 1 : held == 0 ? 0 : -1;
+    if (out->held != 1)
+        out->owner[0] = '\0';
+    out->remaining_ms = out->held == 1 ? min_ttl : -1;
+    out->fence = 0;
+    return DLOCK_OK;
+}

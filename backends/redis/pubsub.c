@@ -1,0 +1,415 @@
+/*
+ * pubsub.c: waiting without polling (setnx, hash). Each client has one
+ * pub/sub connection, started at the first wait and owned by one thread,
+ * which multiplexes the channels its waiters wait on (poll on the socket
+ * and an eventfd). wait() subscribes (or finds the channel subscribed),
+ * then re-checks the lock key on its own session, so a release between the
+ * EBUSY attempt and the subscription is never missed [B-WAIT-1].
+ *
+ * Which channel a name has is its mode's (the keys method); connecting is
+ * conn.c's. Redlock has no pub/sub: its mode neither sets this up nor
+ * waits. Divisions: channels; the thread; set-up and stop; wait().
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rd.h"
+
+/* A subscribed channel nobody waits on is kept this long: a waiter that
+ * wakes, loses the race and waits again finds it still subscribed. */
+#define LINGER_MS 2000
+
+/* ---- channels ------------------------------------------------------------------------ */
+
+static void ps_wake(struct dlock__rd_pubsub *ps)
+{
+    uint64_t one = 1;
+
+    if (ps->wake_fd < 0)
+        return;
+    /* EAGAIN: the counter is already non-zero, the thread will wake. */
+    (void)!write(ps->wake_fd, &one, sizeof one);
+}
+
+static struct dlock__rd_chan *chan_find(struct dlock__rd_pubsub *ps,
+                                        const char *name, size_t len)
+{
+    for (struct dlock__rd_chan *c = ps->chans; c != NULL; c = c->next)
+        if (c->len == len && memcmp(c->name, name, len) == 0)
+            return c;
+    return NULL;
+}
+
+static void chan_free(struct dlock__rd_chan *c)
+{
+    pthread_cond_destroy(&c->cv);
+    free(c->name);
+    free(c);
+}
+
+/* A new channel for name, at the head of the list; NULL out of memory.
+ * Under mu. */
+static struct dlock__rd_chan *chan_new(struct dlock__rd_pubsub *ps,
+                                       const struct dlock__rd_buf *name)
+{
+    struct dlock__rd_chan *c = calloc(1, sizeof *c);
+    pthread_condattr_t attr;
+
+    if (c == NULL || (c->name = malloc(name->len + 1)) == NULL) {
+        free(c);
+        return NULL;
+    }
+    memcpy(c->name, name->p, name->len + 1);
+    c->len = name->len;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    c->next = ps->chans;
+    ps->chans = c;
+    return c;
+}
+
+/* Connection lost or never made: every subscription is gone; wake every
+ * waiter so it retries (a restart may have freed its lock). Under mu. */
+static void ps_all_down(struct dlock__rd_pubsub *ps, bool failed_connect)
+{
+    struct dlock__rd_chan **pp = &ps->chans;
+
+    ps->connected = false;
+    if (failed_connect)
+        ps->epoch++;
+    while (*pp != NULL) {
+        struct dlock__rd_chan *c = *pp;
+        if (c->refs == 0) {
+            *pp = c->next;
+            chan_free(c);
+            continue;
+        }
+        if (c->state == RD_CH_SUBSCRIBED || c->state == RD_CH_PENDING ||
+            c->state == RD_CH_LEAVING)
+            c->gen++;
+        c->state = RD_CH_NONE;
+        pthread_cond_broadcast(&c->cv);
+        pp = &c->next;
+    }
+}
+
+static void ps_on_reply(struct dlock__rd_pubsub *ps, redisReply *r)
+{
+    const char *kind;
+    struct dlock__rd_chan *c;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_STRING)
+        return;
+    kind = r->element[0]->str;
+    c = chan_find(ps, r->element[1]->str, r->element[1]->len);
+    if (c == NULL)
+        return;
+    if (strcmp(kind, "message") == 0) {
+        c->gen++;
+        c->last_msg_ns = dlock_now_ns();
+        pthread_cond_broadcast(&c->cv);
+    } else if (strcmp(kind, "subscribe") == 0) {
+        if (c->state == RD_CH_PENDING) {
+            c->state = RD_CH_SUBSCRIBED;
+            c->confirmed_ns = dlock_now_ns();
+            pthread_cond_broadcast(&c->cv);
+        }
+    } else if (strcmp(kind, "unsubscribe") == 0) {
+        if (c->state == RD_CH_LEAVING) {
+            if (c->refs == 0) {
+                for (struct dlock__rd_chan **pp = &ps->chans; *pp != NULL;
+                     pp = &(*pp)->next)
+                    if (*pp == c) {
+                        *pp = c->next;
+                        break;
+                    }
+                chan_free(c);
+            } else {
+                c->state = RD_CH_NONE; /* a waiter came back: subscribe again */
+            }
+        }
+    }
+}
+
+/* Send SUBSCRIBE/UNSUBSCRIBE for what changed. Under mu; the writes are a
+ * few bytes on a socket with a send timeout. Returns -1 on I/O error. */
+static int ps_sync_subs(struct dlock__rd_pubsub *ps, redisContext *rc)
+{
+    int64_t now = dlock_now_ms();
+    int done = 0, any = 0;
+
+    /* Channels nobody waits on any more that never got subscribed. */
+    for (struct dlock__rd_chan **pp = &ps->chans; *pp != NULL;) {
+        struct dlock__rd_chan *c = *pp;
+        if (c->refs == 0 && c->state == RD_CH_NONE) {
+            *pp = c->next;
+            chan_free(c);
+        } else {
+            pp = &c->next;
+        }
+    }
+    for (struct dlock__rd_chan *c = ps->chans; c != NULL; c = c->next) {
+        if (c->refs > 0 && c->state == RD_CH_NONE) {
+            redisAppendCommand(rc, "SUBSCRIBE %b", c->name, c->len);
+            c->state = RD_CH_PENDING;
+            any = 1;
+        } else if (c->refs == 0 && c->state == RD_CH_SUBSCRIBED &&
+                   now - c->idle_since_ms >= LINGER_MS) {
+            redisAppendCommand(rc, "UNSUBSCRIBE %b", c->name, c->len);
+            c->state = RD_CH_LEAVING;
+            any = 1;
+        }
+    }
+    while (any && !done)
+        if (redisBufferWrite(rc, &done) != REDIS_OK)
+            return -1;
+    return 0;
+}
+
+static bool ps_wanted(struct dlock__rd_pubsub *ps)
+{
+    for (struct dlock__rd_chan *c = ps->chans; c != NULL; c = c->next)
+        if (c->refs > 0)
+            return true;
+    return false;
+}
+
+/* ---- the thread ------------------------------------------------------------------------ */
+
+/* Read what came on the connection; false if it broke. Under mu. */
+static bool ps_read(struct dlock__rd_pubsub *ps, redisContext *rc)
+{
+    redisReply *r = NULL;
+
+    if (redisBufferRead(rc) != REDIS_OK)
+        return false;
+    while (redisGetReplyFromReader(rc, (void **)&r) == REDIS_OK && r != NULL) {
+        ps_on_reply(ps, r);
+        freeReplyObject(r);
+        r = NULL;
+    }
+    return rc->err == 0;
+}
+
+static void *ps_main(void *arg)
+{
+    struct dlock__rd_pubsub *ps = arg;
+    const struct dlock__rd_conf *cf = ps->cf;
+    redisContext *rc = NULL;
+    int64_t next_connect = 0;
+    uint32_t backoff = 50;
+    char err[256];
+
+    pthread_mutex_lock(&ps->mu);
+    while (!ps->stop) {
+        int64_t now = dlock_now_ms();
+        struct pollfd pf[2];
+        int n = 1, timeout = 500, code;
+
+        if (rc == NULL && ps_wanted(ps) && now >= next_connect) {
+            pthread_mutex_unlock(&ps->mu);
+            rc = dlock__rd_connect(cf, &cf->hosts[0], cf->timeout_ms, NULL,
+                                   NULL, NULL, err, sizeof err, &code);
+            pthread_mutex_lock(&ps->mu);
+            if (rc == NULL) {
+                ps_all_down(ps, true);
+                next_connect = dlock_now_ms() + backoff;
+                backoff = backoff < 1000 ? backoff * 2 : 1000;
+                continue;
+            }
+            backoff = 50;
+            ps->connected = true;
+        }
+        if (rc != NULL && ps_sync_subs(ps, rc) != 0) {
+            redisFree(rc);
+            rc = NULL;
+            ps_all_down(ps, false);
+            continue;
+        }
+        pf[0].fd = ps->wake_fd;
+        pf[0].events = POLLIN;
+        if (rc != NULL) {
+            pf[1].fd = rc->fd;
+            pf[1].events = POLLIN;
+            n = 2;
+        } else if (ps_wanted(ps)) {
+            timeout = (int)(next_connect > now ? next_connect - now : 0);
+        }
+        pthread_mutex_unlock(&ps->mu);
+        poll(pf, (nfds_t)n, timeout);
+        if (pf[0].revents & POLLIN) {
+            uint64_t v;
+            if (read(ps->wake_fd, &v, sizeof v) < 0)
+                v = 0;
+        }
+        pthread_mutex_lock(&ps->mu);
+        if (n == 2 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+            !ps_read(ps, rc)) {
+            redisFree(rc);
+            rc = NULL;
+            ps_all_down(ps, false);
+        }
+    }
+    pthread_mutex_unlock(&ps->mu);
+    if (rc != NULL)
+        redisFree(rc);
+    return NULL;
+}
+
+/* ---- set-up and stop -------------------------------------------------------------------- */
+
+int dlock__rd_pubsub_init(struct dlock__rd_pubsub *ps,
+                          const struct dlock__rd_conf *cf, char *err,
+                          size_t errlen)
+{
+    memset(ps, 0, sizeof *ps);
+    ps->cf = cf;
+    ps->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (ps->wake_fd < 0)
+        return dlock_errorf(err, errlen, DLOCK_ERROR, "eventfd: %s",
+                            strerror(errno));
+    pthread_mutex_init(&ps->mu, NULL);
+    ps->on = true;
+    return DLOCK_OK;
+}
+
+void dlock__rd_pubsub_stop(struct dlock__rd_pubsub *ps)
+{
+    bool started;
+
+    if (!ps->on)
+        return;
+    pthread_mutex_lock(&ps->mu);
+    ps->stop = true;
+    started = ps->started;
+    pthread_mutex_unlock(&ps->mu);
+    ps_wake(ps);
+    if (started)
+        pthread_join(ps->thread, NULL);
+    while (ps->chans != NULL) {
+        struct dlock__rd_chan *c = ps->chans;
+        ps->chans = c->next;
+        chan_free(c);
+    }
+    close(ps->wake_fd);
+    pthread_mutex_destroy(&ps->mu);
+    ps->on = false;
+}
+
+/* ---- wait() ------------------------------------------------------------------------------- */
+
+/* Sleep on c until its generation moves past gen0, deadline, or stop.
+ * Under mu. */
+static void chan_sleep(struct dlock__rd_pubsub *ps, struct dlock__rd_chan *c,
+                       uint64_t gen0, int64_t deadline)
+{
+    while (c->gen == gen0 && !ps->stop) {
+        struct timespec ts = {(time_t)(deadline / 1000),
+                              (long)(deadline % 1000) * 1000000L};
+        if (dlock_now_ms() >= deadline ||
+            pthread_cond_timedwait(&c->cv, &ps->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+}
+
+/*
+ * Block until a release of req->name is announced or max_ms pass
+ * [B-WAIT-1]. If the channel was subscribed before the last attempt was
+ * sent, a release after that attempt shows as a newer message. Otherwise
+ * subscribe, wait for the confirmation, then look at the lock key on this
+ * session: gone means a release slipped in before the subscription.
+ */
+int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
+                   uint32_t max_ms)
+{
+    struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
+    struct dlock__rd_pubsub *ps;
+    int64_t deadline = dlock_now_ms() + max_ms;
+    struct dlock__rd_chan *c;
+    bool recheck;
+    uint64_t gen0, epoch0;
+    int rc = DLOCK_OK;
+
+    dlock__rd_log_note(rs);
+    if (rs->x == NULL || !rs->x->ps.on || max_ms == 0)
+        return DLOCK_OK;
+    ps = &rs->x->ps;
+    if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+        return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+
+    pthread_mutex_lock(&ps->mu);
+    if (!ps->started && !ps->stop) {
+        if (pthread_create(&ps->thread, NULL, ps_main, ps) != 0) {
+            pthread_mutex_unlock(&ps->mu);
+            return dlock_session_error(s, DLOCK_ENOMEM,
+                                       "cannot start the pub/sub thread");
+        }
+        ps->started = true;
+    }
+    c = chan_find(ps, rs->keys.channel.p, rs->keys.channel.len);
+    if (c == NULL && (c = chan_new(ps, &rs->keys.channel)) == NULL) {
+        pthread_mutex_unlock(&ps->mu);
+        return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+    }
+    c->refs++;
+    if (c->state == RD_CH_SUBSCRIBED && c->confirmed_ns < rs->attempt_ns) {
+        recheck = false;
+        if (c->last_msg_ns > rs->attempt_ns)
+            goto out; /* released since the attempt */
+    } else {
+        recheck = true;
+        epoch0 = ps->epoch;
+        if (c->state == RD_CH_NONE)
+            ps_wake(ps);
+        while (c->state != RD_CH_SUBSCRIBED && ps->epoch == epoch0 &&
+               !ps->stop) {
+            struct timespec ts = {(time_t)(deadline / 1000),
+                                  (long)(deadline % 1000) * 1000000L};
+            if (dlock_now_ms() >= deadline ||
+                pthread_cond_timedwait(&c->cv, &ps->mu, &ts) == ETIMEDOUT)
+                break;
+        }
+        if (c->state != RD_CH_SUBSCRIBED)
+            goto out; /* pub/sub unreachable: core retries the lock */
+    }
+    gen0 = c->gen;
+    pthread_mutex_unlock(&ps->mu);
+
+    if (recheck) {
+        /* The release may have come before we were subscribed. */
+        const struct dlock__rd_buf *lk = &rs->keys.lock;
+        redisReply *r = redisCommand(rs->rc, "PTTL %b", lk->p, lk->len);
+        if (r == NULL) {
+            rc = dlock__rd_io_error(rs, DLOCK_ECONNECT, "wait");
+            pthread_mutex_lock(&ps->mu);
+            goto out;
+        }
+        long long pttl = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        freeReplyObject(r);
+        pthread_mutex_lock(&ps->mu);
+        if (pttl == -2)
+            goto out; /* free now */
+        if (pttl > 0 && dlock_now_ms() + pttl < deadline)
+            deadline = dlock_now_ms() + pttl; /* expires unannounced */
+    } else {
+        pthread_mutex_lock(&ps->mu);
+    }
+    chan_sleep(ps, c, gen0, deadline);
+out:
+    if (--c->refs == 0) {
+        c->idle_since_ms = dlock_now_ms();
+        if (c->state != RD_CH_SUBSCRIBED)
+            ps_wake(ps); /* let the thread tidy up */
+    }
+    pthread_mutex_unlock(&ps->mu);
+    return rc;
+}

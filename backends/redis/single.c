@@ -1,0 +1,211 @@
+/*
+ * single.c: what setnx and hash share, a session on one server: its one
+ * connection, acquire, renew (every item pipelined in one round trip) and
+ * release. The mode gives the keys, the scripts and their signatures
+ * (setnx.c, hash.c); this file sends them and reads what they answer.
+ *
+ * Restarts: each connection reads the server's run_id (conn.c), and each
+ * grant records in grant->word[0] the server's life (generation) it was
+ * granted in. Renew and release decide by whether the key survived, never
+ * by the run_id alone (only the holder's own handle ever writes its owner
+ * id); the generation only says what a loss was. The connection is
+ * watched by core [B-WATCH-1], so a restart puts the client's locks in
+ * doubt at once. Waiting (pubsub.c) and inspect (inspect.c) are elsewhere.
+ *
+ * Divisions: the connection; acquire; renew; release.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "rd.h"
+
+/* ---- the connection --------------------------------------------------------------- */
+
+int dlock__rd_single_open(struct dlock__rd_session *rs, char *err,
+                          size_t errlen)
+{
+    struct dlock__rd_info info;
+    int code;
+
+    rs->rc = dlock__rd_connect(rs->cf, &rs->cf->hosts[0], rs->cf->timeout_ms,
+                               rs->m, rs->sha, &info, err, errlen, &code);
+    if (rs->rc == NULL)
+        return code;
+    rs->gen = dlock__rd_ident_seen(rs->x, 0, &info, rs->note,
+                                   sizeof rs->note);
+    /* [B-WATCH-1]: the moment this connection ends (a restart closes it),
+     * core puts the client's locks in doubt and renews them at once; the
+     * renewal, on a new connection, finds whether the server still has
+     * them. */
+    dlock_session_watch(&rs->base, rs->rc->fd);
+    return DLOCK_OK;
+}
+
+void dlock__rd_single_close(struct dlock__rd_session *rs)
+{
+    if (rs->rc != NULL) {
+        dlock_session_watch(&rs->base, -1);
+        redisFree(rs->rc);
+        rs->rc = NULL;
+    }
+}
+
+/* ---- acquire ------------------------------------------------------------------------ */
+
+int dlock__rd_single_acquire(struct dlock_session *s,
+                             const struct dlock_request *req,
+                             int64_t deadline_ms, struct dlock_grant *grant,
+                             uint32_t *retry_ms)
+{
+    struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
+    char lease[16];
+    long long ok, val;
+    redisReply *r;
+
+    (void)deadline_ms; /* no native wait: core waits through wait() */
+    dlock__rd_log_note(rs);
+    if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+        return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+    snprintf(lease, sizeof lease, "%u", req->lease_ms);
+    /* [B-WAIT-1]: wait() compares release times with this. */
+    rs->attempt_ns = dlock_now_ns();
+    r = dlock__rd_run(rs, RD_SC_ACQUIRE, req->owner, req->owner_len, lease);
+    if (r == NULL)
+        return dlock__rd_io_error(rs, DLOCK_ECONNECT, "acquire");
+    if (dlock__rd_reply_pair(r, &ok, &val) != 0) {
+        int code = dlock__rd_reply_error(rs, r);
+        freeReplyObject(r);
+        return code;
+    }
+    freeReplyObject(r);
+    if (ok == 1) {
+        grant->fence = (uint64_t)val;
+        grant->word[0] = rs->gen; /* the server's life it was granted in */
+        return DLOCK_OK;
+    }
+    /* PTTL 0 or -2: the key expires (or expired) right now, and an expiry
+     * publishes nothing, so retry at once rather than wait for a release
+     * message. -1 (a key without TTL, not ours): no hint, wait for one. */
+    if (val > 0)
+        *retry_ms = val > UINT32_MAX ? UINT32_MAX : (uint32_t)val;
+    else if (val == 0 || val == -2)
+        *retry_ms = 1;
+    return DLOCK_EBUSY;
+}
+
+/* ---- renew -------------------------------------------------------------------------- */
+
+/* A renewal's verdict on one item from the script's answer (1: extended).
+ * A lock granted in an earlier life of the server (it restarted since:
+ * its run_id changed) was kept only if the server persisted it; then it
+ * carries on in this life. */
+static int renew_verdict(struct dlock__rd_session *rs, struct dlock_grant *g,
+                         bool extended)
+{
+    if (extended) {
+        g->word[0] = rs->gen;
+        return DLOCK_OK;
+    }
+    if (g->word[0] != rs->gen)
+        return dlock_session_error(
+            &rs->base, DLOCK_ELOST,
+            "the server restarted since the lock was taken (its run_id "
+            "changed) and has forgotten it (no persistence)");
+    return dlock_session_error(&rs->base, DLOCK_ELOST,
+                               "the lock is gone or held by another owner "
+                               "(its lease ran out, or the server lost it)");
+}
+
+/* Renew n leases in one round trip: every script appended, then n replies
+ * read [5: watchdog batching]. */
+int dlock__rd_single_renew(struct dlock_session *s,
+                           struct dlock_renewal *items, size_t n)
+{
+    struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
+    const struct dlock__rd_script *sc = rs->m->script[RD_SC_RENEW];
+    char lease[16];
+    int redo = 0;
+
+    dlock__rd_log_note(rs);
+    for (size_t i = 0; i < n; i++) {
+        const struct dlock_request *req = items[i].req;
+        struct dlock__rd_cmd c;
+        if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+            return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+        snprintf(lease, sizeof lease, "%u", req->lease_ms);
+        dlock__rd_cmd_evalsha(&c, sc, rs->sha[RD_SC_RENEW], &rs->keys,
+                              req->owner, req->owner_len, lease);
+        /* hiredis copies the command out: keys and lease may change. */
+        if (redisAppendCommandArgv(rs->rc, c.argc, c.argv, c.lens) !=
+            REDIS_OK)
+            return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(rs->rc, (void **)&r) != REDIS_OK || r == NULL)
+            return dlock__rd_io_error(rs, DLOCK_ECONNECT, "renew");
+        if (dlock__rd_noscript(r)) {
+            items[i].result = DLOCK_EBUSY; /* marker: run again below */
+            redo = 1;
+        } else if (r->type == REDIS_REPLY_INTEGER) {
+            items[i].result =
+                renew_verdict(rs, items[i].grant, r->integer == 1);
+        } else {
+            items[i].result = dlock__rd_reply_error(rs, r);
+        }
+        freeReplyObject(r);
+    }
+    /* The server lost its script cache (SCRIPT FLUSH): one by one by EVAL. */
+    for (size_t i = 0; redo && i < n; i++) {
+        const struct dlock_request *req = items[i].req;
+        redisReply *r;
+        if (items[i].result != DLOCK_EBUSY)
+            continue;
+        if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+            return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+        snprintf(lease, sizeof lease, "%u", req->lease_ms);
+        r = dlock__rd_run(rs, RD_SC_RENEW, req->owner, req->owner_len, lease);
+        if (r == NULL)
+            return dlock__rd_io_error(rs, DLOCK_ECONNECT, "renew");
+        items[i].result = renew_verdict(
+            rs, items[i].grant,
+            r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+        freeReplyObject(r);
+    }
+    return DLOCK_OK;
+}
+
+/* ---- release ------------------------------------------------------------------------ */
+
+int dlock__rd_single_release(struct dlock_session *s,
+                             const struct dlock_request *req,
+                             struct dlock_grant *grant)
+{
+    struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
+    char lease[16];
+    redisReply *r;
+    int code;
+
+    dlock__rd_log_note(rs);
+    if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+        return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+    snprintf(lease, sizeof lease, "%u", req->lease_ms);
+    r = dlock__rd_run(rs, RD_SC_RELEASE, req->owner, req->owner_len, lease);
+    if (r == NULL)
+        return dlock__rd_io_error(rs, DLOCK_ECONNECT, "release");
+    if (r->type != REDIS_REPLY_INTEGER)
+        code = dlock__rd_reply_error(rs, r);
+    else if (r->integer > rs->m->release_refused)
+        code = DLOCK_OK; /* released, or (hash) counted down */
+    else if (grant->word[0] != rs->gen)
+        code = dlock_session_error(s, DLOCK_ELOST,
+                                   "not released: the server restarted "
+                                   "since the lock was taken (its run_id "
+                                   "changed) and had forgotten it");
+    else
+        code = dlock_session_error(s, DLOCK_ENOTOWNER,
+                                   "not released: the lock is free or "
+                                   "another owner's (our lease ran out)");
+    freeReplyObject(r);
+    return code;
+}
