@@ -15,7 +15,8 @@
  *                     believing before anyone else can be granted; a
  *                     paused or stopped server gives DLOCK_ECONNECT within
  *                     timeout=; passwords never reach messages or logs;
- *                     hostile names; bad URIs; no descriptor reaches an
+ *                     hostile names; bad URIs; the mode picked from
+ *                     redlock:// and redlock=1; no descriptor reaches an
  *                     exec'd child.
  *   --group redlock   five masters: a lock with two stopped, a clear
  *                     failure with three stopped, a paused node, no two
@@ -1073,6 +1074,65 @@ static void faults__exec_child_sees_no_descriptor(void **state)
     exec_child_sees_no_descriptor(uris, 2, 4);
 }
 
+/*
+ * The mode is picked once per client: redlock:// and redlock=1 make a
+ * Redlock whatever mode= says, except hash, which is refused naming mode;
+ * otherwise the backend leaves it to core (mode=, else setnx), and core
+ * refuses an unknown mode= naming the modes. No server is needed: the
+ * backend's pick_mode() and core's choice through a client that cannot
+ * connect would prove the same, slower.
+ */
+static void faults__mode_is_picked_from_scheme_and_flag(void **state)
+{
+    static const struct {
+        const char *uri, *want; /* want: the mode, NULL core's, "!" refused */
+    } cases[] = {
+        {"redis://h", NULL},
+        {"redis://h?mode=hash", NULL},
+        {"redis://h?mode=bogus", NULL},
+        {"redlock://h1,h2,h3", "redlock"},
+        {"redlock://h1?mode=setnx", "redlock"},
+        {"redlock://h1?mode=REDLOCK", "redlock"},
+        {"redlock://h1?mode=bogus", NULL},
+        {"redis://h1,h2?redlock=1", "redlock"},
+        {"redis://h1?redlock=yes&mode=setnx", "redlock"},
+        {"redis://h1?redlock=0&mode=hash", NULL},
+        {"redis://h1?redlock=1&mode=Hash", "!"},
+        {"redlock://h1?mode=hash", "!"},
+    };
+    const struct dlock_backend *b = dlock_backend_find("redis");
+    char err[256];
+
+    (void)state;
+    assert_non_null(b);
+    assert_non_null(b->pick_mode);
+    assert_ptr_equal(dlock_backend_find("redlock"), b);
+    assert_string_equal(b->modes[0]->name, "setnx");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct dlock_uri *u = NULL;
+        const struct dlock_mode *m = NULL;
+        int rc;
+        assert_int_equal(dlock_uri_parse(&u, cases[i].uri, err, sizeof err),
+                         DLOCK_OK);
+        err[0] = '\0';
+        rc = b->pick_mode(u, &m, err, sizeof err);
+        if (cases[i].want != NULL && strcmp(cases[i].want, "!") == 0) {
+            assert_int_equal(rc, DLOCK_EINVAL);
+            if (strstr(err, "mode: hash cannot be combined with redlock") ==
+                NULL)
+                fail_msg("%s: %s", cases[i].uri, err);
+        } else {
+            assert_int_equal(rc, DLOCK_OK);
+            if (cases[i].want == NULL)
+                assert_null(m);
+            else if (m == NULL || strcmp(m->name, cases[i].want) != 0)
+                fail_msg("%s: mode %s, expected %s", cases[i].uri,
+                         m != NULL ? m->name : "(core's)", cases[i].want);
+        }
+        dlock_uri_free(u);
+    }
+}
+
 /* Every parameter is checked, and the message names it. */
 static void faults__bad_uris_name_the_parameter(void **state)
 {
@@ -1702,6 +1762,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(interop__fencing_shared_with_rfencedlock),
     };
     const struct CMUnitTest faults[] = {
+        cmocka_unit_test(faults__mode_is_picked_from_scheme_and_flag),
         cmocka_unit_test(faults__bad_uris_name_the_parameter),
         cmocka_unit_test(faults__hostile_names_share_one_tag),
         cmocka_unit_test(faults__wait_sees_release_after_attempt),
