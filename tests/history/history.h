@@ -37,13 +37,16 @@
 
 /* ---- fault kinds ----------------------------------------------------------- */
 
-/* The nemesis's faults. HI_F_PROC_* hit a worker process, the rest a server;
- * the order here is the order of the report. */
+/* The nemesis's faults, in the order of the report. The first three hit a
+ * worker process, the rest need a server. */
 enum hi_fault {
     HI_F_STOP_SHORT,   /* SIGSTOP the holder for a quarter lease */
     HI_F_STOP_LONG,    /* SIGSTOP the holder for 1.5 leases */
     HI_F_KILL,         /* SIGKILL the holder; a new worker takes its slot */
-    HI_F_CUT,          /* ss -K the holder's TCP connections to the server */
+    HI_F_CUT_HOLDING,  /* ss -K the holder's TCP connections to the server,
+                        * early in a holding that outlasts the cut */
+    HI_F_CUT_RELEASE,  /* the same in a short holding: its release finds
+                        * the connection gone */
     HI_F_RESTART,      /* stop (graceful) and start one server node */
     HI_F_CRASH,        /* SIGKILL one server node, then start it */
     HI_F_MAJORITY,     /* restart a majority of the nodes, one after another */
@@ -54,8 +57,11 @@ enum hi_fault {
 
 const char *hi_fault_name(int f);
 int hi_fault_by_name(const char *name);
-/* Does fault f need a server (--server)? at least 3 nodes? */
+/* Does fault f need a server (--server)? */
 bool hi_fault_needs_server(int f);
+/* Does fault f strike a holding asked to outlast it (so that the holder's
+ * view of the lock after the fault is seen), rather than the next grant? */
+bool hi_fault_aimed(int f);
 
 /* ---- the run's parameters (the meta file) ----------------------------------- */
 

@@ -10,9 +10,9 @@
  *
  * The nemesis picks its faults from a seeded random source: first every
  * fault that applies once, in a shuffled order, then random ones until the
- * duration is over. A fault aimed at "the holder" waits for the next grant
- * (DIR/holder changes) and strikes early in it; half of the faults first ask
- * for a long holding (DIR/long) so that the holding outlasts the fault and
+ * duration is over. Every fault waits for the next grant (DIR/holder
+ * changes) and strikes early in it; the faults of hi_fault_aimed() first ask
+ * for a holding (DIR/long) that outlasts them by most of a lease, so that
  * the holder's view of the lock after the fault is seen. Faults go to
  * DIR/run.log:
  *   F kind t0 t1 ok target detail
@@ -70,10 +70,10 @@ static void usage(void)
         "                       round of faults runs whole even if longer\n"
         "  --workers N          contending processes (3)\n"
         "  --faults LIST        all (default), none, or a comma list of\n"
-        "                       stop-short stop-long kill cut restart\n"
-        "                       crash-restart restart-majority pause-short\n"
-        "                       pause-long, and the groups stop, pause,\n"
-        "                       restart\n"
+        "                       stop-short stop-long kill cut-holding\n"
+        "                       cut-release restart crash-restart\n"
+        "                       restart-majority pause-short pause-long, and\n"
+        "                       the groups stop, cut, pause\n"
         "  --seed N             the nemesis's and workers' random seed (1)\n"
         "  --lease D            lease= added to the URI unless it has one (2s)\n"
         "  --timeout D          timeout= added to the URI unless it has one\n"
@@ -144,8 +144,7 @@ static bool parse_faults(const char *list, const struct hi_meta *m,
 
     for (int f = 0; f < HI_F_COUNT; f++)
         if ((!hi_fault_needs_server(f) || m->server[0] != '\0') &&
-            (f != HI_F_MAJORITY || m->nodes >= 3) &&
-            (f != HI_F_CUT || m->server[0] != '\0'))
+            (f != HI_F_MAJORITY || m->nodes >= 3))
             applies |= 1u << f;
     *out = 0;
     snprintf(buf, sizeof buf, "%s", list);
@@ -162,9 +161,8 @@ static bool parse_faults(const char *list, const struct hi_meta *m,
             bits = 1u << HI_F_STOP_SHORT | 1u << HI_F_STOP_LONG;
         else if (strcmp(t, "pause") == 0)
             bits = 1u << HI_F_PAUSE_SHORT | 1u << HI_F_PAUSE_LONG;
-        else if (strcmp(t, "restart") == 0)
-            bits = (1u << HI_F_RESTART | 1u << HI_F_CRASH |
-                    1u << HI_F_MAJORITY) & applies;
+        else if (strcmp(t, "cut") == 0)
+            bits = 1u << HI_F_CUT_HOLDING | 1u << HI_F_CUT_RELEASE;
         else if ((f = hi_fault_by_name(t)) >= 0)
             bits = 1u << f;
         else {
@@ -175,7 +173,7 @@ static bool parse_faults(const char *list, const struct hi_meta *m,
         if ((bits & ~applies) != 0) {
             fprintf(stderr, "history run: --faults: '%s' does not apply "
                             "here (server faults need --server; "
-                            "restart-majority needs 3 nodes)\n", t);
+                            "restart-majority needs 3 nodes or more)\n", t);
             return false;
         }
         *out |= bits;
@@ -330,6 +328,7 @@ static struct {
     uint64_t rng;
     uint64_t max_want_ms; /* the longest holding asked for so far */
     uint64_t restart_ms;  /* a node restart takes about this long */
+    bool ctl_failed;      /* a ctl.sh command failed: show ctl.log */
 } S;
 
 static volatile sig_atomic_t got_signal;
@@ -703,7 +702,7 @@ static void fault_kill(pid_t pid)
     log_fault(HI_F_KILL, t0, hi_now_ns(), ok, target, "");
 }
 
-static void fault_cut(pid_t pid)
+static void fault_cut(int f, pid_t pid)
 {
     struct conn c[64];
     size_t n = server_conns(pid, c, 64), left;
@@ -725,7 +724,7 @@ static void fault_cut(pid_t pid)
     left = server_conns(pid, c, 64);
     snprintf(target, sizeof target, "pid:%ld", (long)pid);
     snprintf(detail, sizeof detail, "conns=%zu,left=%zu", n, left);
-    log_fault(HI_F_CUT, t0, hi_now_ns(), n > 0 && cut == n, target, detail);
+    log_fault(f, t0, hi_now_ns(), n > 0 && cut == n, target, detail);
 }
 
 static void fault_server(int f)
@@ -792,6 +791,7 @@ static void fault_server(int f)
             S.node_down[node] = false;
     }
     if (rc != 0) {
+        S.ctl_failed = true;
         n = strlen(detail);
         snprintf(detail + n, sizeof detail - n, "%sctl.sh_failed",
                  n ? "," : "");
@@ -823,10 +823,11 @@ static uint64_t expected_ms(int f)
 
 static void inject(int f)
 {
-    /* Half of the faults strike a holding asked to outlast them by two
-     * leases, the other half whatever grant comes next. */
-    uint64_t want = hi_rand(&S.rng) % 2 == 0
-                        ? expected_ms(f) + 2 * (uint64_t)S.o->m.lease_ms
+    /* An aimed fault strikes a holding asked to outlast it by a lease (a
+     * quarter of it is spent before the strike), the others whatever grant
+     * comes next. */
+    uint64_t want = hi_fault_aimed(f)
+                        ? expected_ms(f) + (uint64_t)S.o->m.lease_ms
                         : 0;
     pid_t pid = next_holder(want);
 
@@ -842,9 +843,10 @@ static void inject(int f)
         if (pid > 0)
             fault_kill(pid);
         break;
-    case HI_F_CUT:
+    case HI_F_CUT_HOLDING:
+    case HI_F_CUT_RELEASE:
         if (pid > 0)
-            fault_cut(pid);
+            fault_cut(f, pid);
         break;
     default:
         fault_server(f);
@@ -942,6 +944,23 @@ static void stop_workers(void)
         }
         hi_sleep_ns(2 * NS_PER_MS);
     }
+}
+
+/* ctl.sh's messages (with the server's log tail) where the test log shows
+ * them: a failed restart is the harness's trouble, not the lock's, and
+ * must be explained. */
+static void show_ctl_log(void)
+{
+    char path[HI_PATH_MAX], line[1024];
+    FILE *f = fopen(hi_path(path, sizeof path, S.dir, "ctl.log"), "re");
+
+    if (f == NULL)
+        return;
+    fprintf(stderr, "history run: a server control command failed; %s:\n",
+            path);
+    while (fgets(line, sizeof line, f) != NULL)
+        fprintf(stderr, "    %s", line);
+    fclose(f);
 }
 
 /* Leave the servers as we found them: nothing paused, every node up. */
@@ -1055,6 +1074,8 @@ int hi_run_main(int argc, char **argv)
     restore_servers();
     hi_logf(S.log, "Z %" PRIu64, hi_now_ns());
     close(S.log);
+    if (S.ctl_failed)
+        show_ctl_log();
     if (got_signal) {
         fprintf(stderr, "history run: interrupted by signal %d\n",
                 (int)got_signal);

@@ -20,7 +20,8 @@
 
 static const char *const fault_names[HI_F_COUNT] = {
     [HI_F_STOP_SHORT] = "stop-short",   [HI_F_STOP_LONG] = "stop-long",
-    [HI_F_KILL] = "kill",               [HI_F_CUT] = "cut",
+    [HI_F_KILL] = "kill",
+    [HI_F_CUT_HOLDING] = "cut-holding", [HI_F_CUT_RELEASE] = "cut-release",
     [HI_F_RESTART] = "restart",         [HI_F_CRASH] = "crash-restart",
     [HI_F_MAJORITY] = "restart-majority",
     [HI_F_PAUSE_SHORT] = "pause-short", [HI_F_PAUSE_LONG] = "pause-long",
@@ -42,6 +43,21 @@ int hi_fault_by_name(const char *name)
 bool hi_fault_needs_server(int f)
 {
     return f != HI_F_STOP_SHORT && f != HI_F_STOP_LONG && f != HI_F_KILL;
+}
+
+bool hi_fault_aimed(int f)
+{
+    switch (f) {
+    case HI_F_STOP_LONG:
+    case HI_F_CUT_HOLDING:
+    case HI_F_RESTART:
+    case HI_F_CRASH:
+    case HI_F_MAJORITY:
+    case HI_F_PAUSE_LONG:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* ---- bounds ------------------------------------------------------------------ */

@@ -9,7 +9,8 @@
  * DIR/holder, then hold for a planned time doing evenly spaced writes, each
  *   sample dlock_held() -> write (slot, grant, fence) to the fenced store
  *   -> read-modify-write the unfenced counter -> sample dlock_held()
- * stopping early when a sample says 0; then release. on_lost is logged.
+ * stopping early when a sample says 0 (or DIR/stop appears); then release.
+ * on_lost is logged.
  * With no_lock the lock calls are pretended (always granted, always held):
  * the checker's own test. With fake_fence the fence written and logged is a
  * per-process counter instead of dlock_fence(): the other test.
@@ -228,7 +229,7 @@ static void publish_holder(struct worker *w, uint32_t seq, uint64_t plan)
 }
 
 static void hold(struct worker *w, uint32_t seq, uint64_t t_granted,
-                 uint64_t fence)
+                 uint64_t fence, const char *stop)
 {
     uint64_t plan = plan_hold_ns(w);
     uint64_t spacing = (uint64_t)w->m.hold_ms * NS_PER_MS / w->m.writes;
@@ -266,6 +267,9 @@ static void hold(struct worker *w, uint32_t seq, uint64_t t_granted,
                 seq, k, th1, tw0, tw1, res, fence, tr, v, tw, th2, h2);
         if (!h2)
             return;
+        /* At the end of the run a long holding is cut short. */
+        if (hi_exists(stop))
+            return;
         target = t_granted + plan * (k + 1) / n;
         now = hi_now_ns();
         if (target > now)
@@ -294,7 +298,7 @@ static int open_files(struct worker *w)
     return 0;
 }
 
-static void cycle(struct worker *w, uint32_t *seq)
+static void cycle(struct worker *w, uint32_t *seq, const char *stop)
 {
     uint64_t t0, t1, fence;
     int rc;
@@ -312,7 +316,7 @@ static void cycle(struct worker *w, uint32_t *seq)
     hi_logf(w->log, "A %" PRIu64 " %" PRIu64 " %d %" PRIu64 " %" PRIu32, t0, t1,
             rc, fence, rc == DLOCK_OK ? *seq : 0);
     if (rc == DLOCK_OK)
-        hold(w, *seq, t1, fence);
+        hold(w, *seq, t1, fence, stop);
     else if (rc != DLOCK_ELOST)
         return;
     /* Held, or lost before this acquire (the handle wants a release). */
@@ -365,7 +369,7 @@ int hi_worker_main(int argc, char **argv)
     }
     hi_path(stop, sizeof stop, w.dir, "stop");
     while (!hi_exists(stop)) {
-        cycle(&w, &seq);
+        cycle(&w, &seq, stop);
         if (w.m.think_ms > 0)
             hi_sleep_ns(hi_rand_range(&w.rng, 0,
                                       (uint64_t)w.m.think_ms * NS_PER_MS));
