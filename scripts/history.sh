@@ -143,7 +143,8 @@ jsons=()
 for e in "${entries[@]}"; do
     [ ! -f "$out/${e%%|*}.json" ] || jsons+=("$out/${e%%|*}.json")
 done
-rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The library's version: the last commit that changed it.
+rev=$(git log -1 --format=%h -- core backends include 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- core backends include 2>/dev/null || rev="$rev+changes"
 {
     echo "_\`scripts/history.sh --duration $duration\` on $(date -u +%Y-%m-%d)" \
