@@ -25,7 +25,7 @@ enum pg_mode { PG_ADVISORY, PG_ADVISORY_XACT, PG_FOR_UPDATE, PG_LEASE };
 struct pg_sql {
     char *lock_try[2];  /* [shared]: one attempt */
     char *lock_wait[2]; /* [shared]: server-side wait */
-    char *fence[2];     /* [shared]: for_update's second statement */
+    char *fence[2];     /* for_update: [0] owner at acquire, [1] fence at release */
     char *unlock[2];    /* [shared]: advisory release */
     char *insert_row;   /* for_update: create a missing lock row */
     char *renew;        /* lease: batch renewal */
@@ -79,6 +79,11 @@ struct pg_ctx {
     bool started, stop;
     int wakefd; /* eventfd: work for the listener thread */
     struct pg_chan *chans[PG_CHAN_BUCKETS];
+    /* advisory_xact and for_update: the autocommitted connection their
+     * fences are committed over (postgres.c, tx_fence), opened on first
+     * use; fence_mu serialises the client's threads on it. */
+    pthread_mutex_t fence_mu;
+    struct pg_session *fence;
 };
 
 /* ---- postgres.c, for listen.c ---- */

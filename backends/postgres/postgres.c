@@ -86,7 +86,23 @@ static const char SQL_SETUP_SESSION[] =
     "SELECT pg_backend_pid(), set_config('tcp_keepalives_idle', $1, false),"
     " set_config('tcp_keepalives_interval', $2, false),"
     " set_config('tcp_keepalives_count', $3, false),"
-    " set_config('idle_session_timeout', $4, false)";
+    " set_config('idle_session_timeout', $4, false),"
+    " set_config('synchronous_commit', 'on', false)";
+/*
+ * A fence, or a lease, that a server crash can take back is handed out
+ * twice: so every connection that commits one (advisory's fence upserts,
+ * lease's rows, the transactional modes' fence connection) waits for its
+ * commits to reach the WAL on disk, whatever the server's default
+ * synchronous_commit says.
+ */
+static const char SQL_DURABLE[] =
+    "SELECT set_config('synchronous_commit', 'on', false)";
+/* The transactional modes' fence: nextval() alone assigns no transaction
+ * id, and PostgreSQL flushes the WAL at commit only for a transaction that
+ * has one; txid_current() gives it one, so the commit makes the sequence's
+ * advance durable before the token is used. */
+static const char SQL_FENCE_DURABLE[] =
+    "SELECT nextval('dlock_fence_seq'), txid_current()";
 static const char SQL_IDLE_LIMIT[] =
     "SELECT set_config('idle_session_timeout', $1, false)";
 static const char SQL_SET_TX[] =
@@ -99,7 +115,6 @@ static const char SQL_LOCK_TIMEOUT[] =
     "SELECT set_config('lock_timeout', $1, true)";
 static const char SQL_PID[] = "SELECT pg_backend_pid()";
 static const char SQL_ONE[] = "SELECT 1";
-static const char SQL_NEXTVAL[] = "SELECT nextval('dlock_fence_seq')";
 
 struct pg_session {
     struct dlock_session base;
@@ -107,6 +122,7 @@ struct pg_session {
     const struct pg_conf *cf;
     PGconn *conn;        /* NULL once dropped */
     uint64_t gen;        /* bumped by every (re)connect; grants keep it */
+    bool fence_conn;     /* the ctx's fence connection, not core's */
     int backend_pid;     /* advisory: the server process of this session */
     uint32_t covered_ms; /* advisory: the lease idle_session_timeout covers */
     size_t ngrants;      /* connection-bound grants living on conn */
@@ -361,15 +377,12 @@ static int pg_sql_build(struct pg_conf *cf)
            t);
         break;
     case PG_ADVISORY_XACT:
-        /* The fence comes from a sequence: nextval() is not undone by a
-         * rollback, and this lock's transaction rolls back whenever its
-         * connection dies, which would hand a counter row's value out
-         * twice. */
+        /* The fence comes from a sequence, committed over the fence
+         * connection (tx_fence): nothing in the lock's own transaction is
+         * durable before the release commits it. */
         for (int sh = 0; sh < 2; sh++) {
             const char *x = sh ? "_shared" : "";
-            MK(lock_try[sh],
-               "SELECT CASE WHEN pg_try_advisory_xact_lock%s($1::bigint)"
-               " THEN nextval('dlock_fence_seq') END",
+            MK(lock_try[sh], "SELECT pg_try_advisory_xact_lock%s($1::bigint)",
                x);
             MK(lock_wait[sh], "SELECT pg_advisory_xact_lock%s($1::bigint)",
                x);
@@ -388,13 +401,16 @@ static int pg_sql_build(struct pg_conf *cf)
                "SELECT 1 FROM \"%s\" WHERE key = decode($1, 'hex') FOR %s",
                t, lk);
         }
-        /* Exclusive holders record fence and owner in the row (visible
-         * once they commit); the value comes from the sequence for the
+        /* Exclusive holders name themselves in the row when they take it
+         * and record their fence at the release, both visible once
+         * committed; the fence itself comes from the sequence for the
          * reason given under advisory_xact. */
         MK(fence[0],
-           "UPDATE \"%s\" SET fence = nextval('dlock_fence_seq'),"
-           " owner = $2, locked_at = now()"
-           " WHERE key = decode($1, 'hex') RETURNING fence",
+           "UPDATE \"%s\" SET owner = $2, locked_at = now()"
+           " WHERE key = decode($1, 'hex')",
+           t);
+        MK(fence[1],
+           "UPDATE \"%s\" SET fence = $2::bigint WHERE key = decode($1, 'hex')",
            t);
         MK(insert_row,
            "INSERT INTO \"%s\" (key, namespace, name)"
@@ -698,14 +714,18 @@ static int pg_ctx_open(void **out, const struct dlock_uri *uri, char *err,
         return rc;
     }
     pg_listen_init(x);
+    pthread_mutex_init(&x->fence_mu, NULL);
     *out = x;
     return DLOCK_OK;
 }
+
+static void tx_fence_close(struct pg_ctx *x);
 
 static void pg_ctx_close(void *ctx)
 {
     struct pg_ctx *x = ctx;
 
+    tx_fence_close(x);
     pg_listen_stop(x);
     pg_conf_free(&x->cf);
     free(x);
@@ -809,7 +829,8 @@ static void pg_set_why(struct pg_session *s, const char *why)
 static void pg_drop(struct pg_session *s)
 {
     if (s->conn != NULL) {
-        dlock_session_watch(&s->base, -1);
+        if (!s->fence_conn)
+            dlock_session_watch(&s->base, -1);
         PQfinish(s->conn);
     }
     s->conn = NULL;
@@ -850,6 +871,23 @@ static int pg_connect(struct pg_session *s, char *err, size_t errlen)
     s->fatal[0] = '\0';
     /* libpq marks its socket close-on-exec; make sure [B-EXEC-1]. */
     dlock_fd_cloexec(PQsocket(c));
+    if (s->fence_conn || cf->mode == PG_LEASE) {
+        struct pg_q q = {SQL_DURABLE, 0, {NULL}};
+        rc = pg_exec(s, &q, 1, deadline, &res);
+        if (rc == PG_SQLERR)
+            rc = dlock_errorf(err, errlen, DLOCK_ERROR, "session set-up: %s",
+                              PQresultErrorField(res.r[res.failed],
+                                                 PG_DIAG_MESSAGE_PRIMARY));
+        else if (rc != DLOCK_OK)
+            dlock_errorf(err, errlen, rc, "session set-up: %s", s->why);
+        pg_res_clear(&res);
+        if (rc != DLOCK_OK) {
+            pg_drop(s);
+            return rc;
+        }
+    }
+    if (s->fence_conn)
+        return DLOCK_OK;
     /* Connection-bound modes: the locks end with this socket; lease: a
      * dropped connection is noticed before the next call [B-WATCH-1]. */
     dlock_session_watch(&s->base, PQsocket(c));
@@ -1262,6 +1300,76 @@ static int adv_release(struct pg_session *s, const struct dlock_request *req,
 
 /* ---- the transactional modes: advisory_xact and for_update -------------- */
 
+/*
+ * A fence for a lock held by an open transaction. It cannot be taken in
+ * that transaction: nothing in it is durable until it commits, which is at
+ * the release, so a server crash would give the next holder the same
+ * token (the history checker found exactly that). So it is committed over
+ * the client's own autocommitted connection, after the lock is held, in
+ * one more round trip; synchronous_commit is on there (SQL_DURABLE).
+ */
+static int tx_fence(struct pg_session *s, uint64_t *out)
+{
+    struct pg_ctx *x = s->x;
+    struct pg_res res;
+    char err[512] = "";
+    int rc = DLOCK_ECONNECT;
+
+    pthread_mutex_lock(&x->fence_mu);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        struct pg_q q = {SQL_FENCE_DURABLE, 0, {NULL}};
+        struct pg_session *fs = x->fence;
+        if (fs == NULL) {
+            fs = calloc(1, sizeof *fs);
+            if (fs == NULL) {
+                rc = dlock_errorf(err, sizeof err, DLOCK_ENOMEM,
+                                  "out of memory");
+                break;
+            }
+            fs->x = x;
+            fs->cf = &x->cf;
+            fs->fence_conn = true;
+            if ((rc = pg_connect(fs, err, sizeof err)) != DLOCK_OK) {
+                free(fs);
+                break;
+            }
+            x->fence = fs;
+        }
+        rc = pg_run(fs, &q, 1, pg_deadline(&x->cf), &res);
+        if (rc == DLOCK_OK)
+            *out = pg_u64(res.r[0], 0, 0);
+        else if (rc == PG_SQLERR)
+            rc = dlock_errorf(err, sizeof err, DLOCK_ERROR, "%s (SQLSTATE %s)",
+                              PQresultErrorField(res.r[res.failed],
+                                                 PG_DIAG_MESSAGE_PRIMARY),
+                              res.state);
+        else
+            snprintf(err, sizeof err, "%s", fs->why);
+        pg_res_clear(&res);
+        if (rc != DLOCK_ECONNECT)
+            break;
+        /* A reply lost with the connection may have taken a value: once
+         * more skips one, which fencing allows. */
+        pg_drop(fs);
+        free(fs);
+        x->fence = NULL;
+    }
+    pthread_mutex_unlock(&x->fence_mu);
+    if (rc != DLOCK_OK)
+        return dlock_session_error(&s->base, rc, "fence connection: %s", err);
+    return DLOCK_OK;
+}
+
+static void tx_fence_close(struct pg_ctx *x)
+{
+    if (x->fence != NULL) {
+        pg_drop(x->fence);
+        free(x->fence);
+        x->fence = NULL;
+    }
+    pthread_mutex_destroy(&x->fence_mu);
+}
+
 static int tx_acquire(struct pg_session *s, const struct dlock_request *req,
                       int64_t deadline, struct dlock_grant *g)
 {
@@ -1298,10 +1406,10 @@ static int tx_acquire(struct pg_session *s, const struct dlock_request *req,
         q[nq++] = (struct pg_q){deadline ? cf->sql.lock_wait[sh]
                                          : cf->sql.lock_try[sh],
                                 1, {key}};
+        /* for_update's exclusive holder names itself in the row (for
+         * inspect); the fence follows over the fence connection. */
         if (rows && !sh)
             q[nq++] = (struct pg_q){cf->sql.fence[0], 2, {key, req->owner}};
-        else if (rows || deadline != 0)
-            q[nq++] = (struct pg_q){SQL_NEXTVAL, 0, {NULL}};
 
         rc = pg_run(s, q, nq, pg_wait_deadline(cf, deadline), &res);
         if (rc < 0) /* ECONNECT, or creating the table failed */
@@ -1332,14 +1440,19 @@ static int tx_acquire(struct pg_session *s, const struct dlock_request *req,
                 return rc;
             continue;
         }
-        last = res.r[nq - 1];
-        if (PQntuples(last) == 0 || PQgetisnull(last, 0, 0)) {
+        last = res.r[lockq];
+        if (PQntuples(last) == 0 ||
+            (!rows && deadline == 0 &&
+             strcmp(PQgetvalue(last, 0, 0), "t") != 0)) {
             pg_res_clear(&res);
             pg_rollback(s);
             return DLOCK_EBUSY; /* pg_try_advisory_xact_lock said no */
         }
-        g->fence = pg_u64(last, 0, 0);
         pg_res_clear(&res);
+        if ((rc = tx_fence(s, &g->fence)) != DLOCK_OK) {
+            pg_rollback(s);
+            return rc;
+        }
         g->word[1] = s->gen;
         s->ngrants++;
         return DLOCK_OK;
@@ -1351,13 +1464,26 @@ static int tx_acquire(struct pg_session *s, const struct dlock_request *req,
                                cf->table);
 }
 
-static int tx_release(struct pg_session *s)
+static int tx_release(struct pg_session *s, const struct dlock_request *req,
+                      const struct dlock_grant *g)
 {
-    struct pg_q q = {"COMMIT", 0, {NULL}};
+    const struct pg_conf *cf = s->cf;
+    char key[65], fence[24];
+    struct pg_q q[2];
     struct pg_res res;
-    int rc = pg_exec(s, &q, 1, pg_deadline(s->cf), &res);
+    uint8_t d[32];
+    int nq = 0, rc;
 
-    if (rc == DLOCK_OK && strcmp(PQcmdStatus(res.r[0]), "COMMIT") != 0)
+    if (cf->mode == PG_FOR_UPDATE && !(req->flags & DLOCK_LOCK_SHARED)) {
+        /* The row shows this holding's fence to inspect from now on. */
+        pg_digest(cf, req->name, req->name_len, d);
+        pg_hex(key, d);
+        snprintf(fence, sizeof fence, "%llu", (unsigned long long)g->fence);
+        q[nq++] = (struct pg_q){cf->sql.fence[1], 2, {key, fence}};
+    }
+    q[nq++] = (struct pg_q){"COMMIT", 0, {NULL}};
+    rc = pg_exec(s, q, nq, pg_deadline(cf), &res);
+    if (rc == DLOCK_OK && strcmp(PQcmdStatus(res.r[nq - 1]), "COMMIT") != 0)
         rc = dlock_session_error(&s->base, DLOCK_ELOST,
                                  "the transaction holding the lock had "
                                  "failed; it was rolled back");
@@ -1675,7 +1801,7 @@ static int pg_release(struct dlock_session *ds, const struct dlock_request *req,
                                    "with it");
     if (s->cf->mode == PG_ADVISORY)
         return adv_release(s, req, grant);
-    return tx_release(s);
+    return tx_release(s, req, grant);
 }
 
 /* ---- inspect ------------------------------------------------------------ */
@@ -1850,8 +1976,6 @@ static int pg_floor(const struct dlock_uri *uri, const char *name, uint32_t n,
                                      cf->ka_count, "0"}};
             a[na++] = (struct pg_q){cf->sql.lock_try[0], 1,
                                     {cf->mode == PG_FOR_UPDATE ? hex : key}};
-            if (cf->mode == PG_FOR_UPDATE)
-                a[na++] = (struct pg_q){cf->sql.fence[0], 2, {hex, owner}};
             b[0] = (struct pg_q){"COMMIT", 0, {NULL}};
             break;
         case PG_LEASE:
@@ -1862,7 +1986,8 @@ static int pg_floor(const struct dlock_uri *uri, const char *name, uint32_t n,
         }
         rc = floor_run(c, a, na, &r);
         got = rc == 0 && r != NULL && PQntuples(r) > 0 &&
-              !PQgetisnull(r, 0, 0);
+              !PQgetisnull(r, 0, 0) &&
+              strcmp(PQgetvalue(r, 0, 0), "f") != 0;
         PQclear(r);
         if (rc == 0 && !got) {
             pg_oneline(line, sizeof line, name);
