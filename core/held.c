@@ -158,15 +158,23 @@ bool dlock__held_in_doubt(const struct dlock__held *h)
            atomic_load(&h->pool->doubt_gen);
 }
 
-/* Has the connection behind fd ended? One poll() that does not wait, for
- * hang-up and error only: the watchdog hears of it too, but the caller's
- * thread may get here first. */
+/*
+ * May the connection behind fd have ended? One poll() that does not wait:
+ * a hang-up or an error says so (the watchdog hears of it too, but the
+ * caller's thread may get here first), and so does unread data. A server
+ * speaks unasked only to say goodbye, and says it before it lets go of the
+ * session's locks (PostgreSQL sends its FATAL, then aborts the
+ * transaction, then closes the socket, some milliseconds later), so a
+ * holder that waited for the hang-up would believe for those milliseconds
+ * while another client is granted the lock. The cost: the moment between
+ * a reply to a renewal of this session arriving and the watchdog reading
+ * it also says 0.
+ */
 static bool conn_ended(int fd)
 {
-    struct pollfd p = {fd, POLLRDHUP, 0};
+    struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
 
-    return poll(&p, 1, 0) > 0 &&
-           (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+    return poll(&p, 1, 0) > 0;
 }
 
 int dlock__held_now(const struct dlock__held *h)

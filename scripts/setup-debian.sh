@@ -19,7 +19,8 @@ die() { printf 'setup-debian: error: %s\n' "$*" >&2; exit 1; }
 # Build tools. clang + libclang-rt-14-dev give libFuzzer and the sanitizer
 # runtimes; llvm gives llvm-symbolizer / llvm-profdata / llvm-cov;
 # libjson-c-dev is for the JSON that `dlock bench` and `dlock scenario` write;
-# iproute2 gives ss(8), with which the fault tests cut TCP connections.
+# iproute2 gives ss(8), with which the fault tests and the history checker
+# cut TCP connections.
 build_pkgs=(
     meson ninja-build pkg-config gcc clang llvm libclang-rt-14-dev iproute2
     libcmocka-dev nettle-dev libjson-c-dev

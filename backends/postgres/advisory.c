@@ -37,7 +37,8 @@ static const char SQL_SETUP_SESSION[] =
     "SELECT pg_backend_pid(), set_config('tcp_keepalives_idle', $1, false),"
     " set_config('tcp_keepalives_interval', $2, false),"
     " set_config('tcp_keepalives_count', $3, false),"
-    " set_config('idle_session_timeout', $4, false)";
+    " set_config('idle_session_timeout', $4, false),"
+    " set_config('synchronous_commit', 'on', false)";
 static const char SQL_IDLE_LIMIT[] =
     "SELECT set_config('idle_session_timeout', $1, false)";
 static const char SQL_LOCK_TIMEOUT[] =
@@ -244,7 +245,7 @@ static int adv_release(struct dlock_session *ds,
                      1, {key}};
 
     dlock__pg_key_text(key, g->word[0]);
-    return dlock__pg_bound_release(s, g, &q, "unlock", adv_unlocked);
+    return dlock__pg_bound_release(s, g, &q, 1, "unlock", adv_unlocked);
 }
 
 /* SQL_PID's answer must still be the process that holds the locks. */

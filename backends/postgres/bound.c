@@ -106,7 +106,7 @@ int dlock__pg_bound_renew(struct pg_session *s, struct dlock_renewal *items,
 
 int dlock__pg_bound_release(struct pg_session *s,
                             const struct dlock_grant *grant,
-                            const struct pg_q *q, const char *what,
+                            const struct pg_q *q, int nq, const char *what,
                             int (*check)(struct pg_session *s,
                                          PGresult *r))
 {
@@ -120,9 +120,9 @@ int dlock__pg_bound_release(struct pg_session *s,
                                    "the connection that held the lock was "
                                    "lost, and the server freed the lock "
                                    "with it");
-    rc = dlock__pg_exec(s, q, 1, dlock__pg_deadline(s->cf), &res);
+    rc = dlock__pg_exec(s, q, nq, dlock__pg_deadline(s->cf), &res);
     if (rc == DLOCK_OK)
-        rc = check(s, res.r[0]);
+        rc = check(s, res.r[nq - 1]);
     else if (rc == PG_SQLERR)
         rc = dlock__pg_sqlfail(s, DLOCK_ERROR, what, &res);
     dlock__pg_res_clear(&res);

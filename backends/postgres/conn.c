@@ -124,7 +124,8 @@ static void pg_set_why(struct pg_session *s, const char *why)
 void dlock__pg_drop(struct pg_session *s)
 {
     if (s->conn != NULL) {
-        dlock_session_watch(&s->base, -1);
+        if (!s->fence_conn)
+            dlock_session_watch(&s->base, -1);
         PQfinish(s->conn);
     }
     s->conn = NULL;
@@ -153,6 +154,29 @@ int dlock__pg_connect(struct pg_session *s, char *err, size_t errlen)
     s->fatal[0] = '\0';
     /* libpq marks its socket close-on-exec; make sure [B-EXEC-1]. */
     dlock_fd_cloexec(PQsocket(c));
+    /* A fence or a lease that a server crash can take back is handed out
+     * twice: a connection that commits one waits for its commits to reach
+     * the disk, whatever the server's default synchronous_commit says
+     * (advisory sets it in its own session set-up). */
+    if (s->fence_conn || cf->mode->durable) {
+        struct pg_q q = {"SELECT set_config('synchronous_commit', 'on', "
+                         "false)", 0, {NULL}};
+        struct pg_res res;
+        rc = dlock__pg_exec(s, &q, 1, deadline, &res);
+        if (rc == PG_SQLERR)
+            rc = dlock_errorf(err, errlen, DLOCK_ERROR, "session set-up: %s",
+                              PQresultErrorField(res.r[res.failed],
+                                                 PG_DIAG_MESSAGE_PRIMARY));
+        else if (rc != DLOCK_OK)
+            dlock_errorf(err, errlen, rc, "session set-up: %s", s->why);
+        dlock__pg_res_clear(&res);
+        if (rc != DLOCK_OK) {
+            dlock__pg_drop(s);
+            return rc;
+        }
+    }
+    if (s->fence_conn)
+        return DLOCK_OK;
     /* Connection-bound modes: the locks end with this socket; lease: a
      * dropped connection is noticed before the next call [B-WATCH-1]. */
     dlock_session_watch(&s->base, PQsocket(c));

@@ -308,6 +308,7 @@ const struct pg_mode dlock__pg_mode_lease = {
     },
     .table = "dlock_leases",
     .row_key = true,
+    .durable = true,
     .sql = {
         [LEASE_CLAIM] = SQL_CLAIM,
         [LEASE_RENEW] = SQL_RENEW,

@@ -71,12 +71,18 @@ struct pg_mode {
     const char *ddl[PG_DDL_MAX + 1]; /* CREATE ... IF NOT EXISTS, NULL-
                                         terminated */
     const char *inspect;             /* for dlock__pg_inspect() */
+    /* Its sessions commit what a crash must not take back (lease rows):
+     * synchronous_commit on (conn.c). */
+    bool durable;
     /* Optional: set up a session right after every (re)connect, before
      * any other statement; on failure write err and return the code (the
      * connection is dropped). */
     int (*on_connect)(struct pg_session *s, int64_t deadline, char *err,
                       size_t errlen);
 };
+
+/* advisory_xact and for_update (tx.c): close the ctx's fence connection. */
+void dlock__pg_tx_fence_close(struct pg_ctx *x);
 
 /* The pg_locks view of an advisory key, for both advisory modes' inspect:
  * holders, waiters and the first holder (the 64-bit key split into classid
@@ -147,6 +153,11 @@ struct pg_listener {
 struct pg_ctx {
     struct pg_conf cf;
     struct pg_listener ln;
+    /* advisory_xact and for_update: the autocommitted connection their
+     * fences are committed over (tx.c), opened on first use; fence_mu
+     * serialises the client's threads on it. */
+    pthread_mutex_t fence_mu;
+    struct pg_session *fence;
 };
 
 struct pg_session {
@@ -155,6 +166,7 @@ struct pg_session {
     const struct pg_conf *cf;
     PGconn *conn;        /* NULL once dropped */
     uint64_t gen;        /* bumped by every (re)connect; grants keep it */
+    bool fence_conn;     /* the ctx's fence connection (tx.c), not core's */
     int backend_pid;     /* advisory: the server process of this session */
     uint32_t covered_ms; /* advisory: the lease idle_session_timeout covers */
     size_t ngrants;      /* connection-bound grants living on conn */
@@ -287,12 +299,13 @@ int dlock__pg_bound_renew(struct pg_session *s, struct dlock_renewal *items,
                           void (*judge)(struct pg_session *s,
                                         const PGresult *r, char *why,
                                         size_t cap));
-/* Release a connection-bound grant with the statement q: DLOCK_ELOST if
- * its connection is gone; else q's failure (reported as what's), or what
- * check (reporting its own failure) says of q's result. */
+/* Release a connection-bound grant with the nq statements q (one round
+ * trip): DLOCK_ELOST if its connection is gone; else a statement's failure
+ * (reported as what's), or what check (reporting its own failure) says of
+ * the last one's result. */
 int dlock__pg_bound_release(struct pg_session *s,
                             const struct dlock_grant *grant,
-                            const struct pg_q *q, const char *what,
+                            const struct pg_q *q, int nq, const char *what,
                             int (*check)(struct pg_session *s,
                                          PGresult *r));
 

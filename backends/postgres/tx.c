@@ -6,14 +6,25 @@
  *   advisory_xact  pg_advisory_xact_lock inside the transaction: works
  *                  behind transaction-pooling proxies (PgBouncer
  *                  pool_mode=transaction), where a session lock silently
- *                  breaks. Fencing tokens from the sequence dlock_fence_seq.
+ *                  breaks.
  *   for_update     a lock row held by the transaction's SELECT ... FOR
  *                  UPDATE (NOWAIT for a try, lock_timeout for a timed
  *                  wait); the row is created on first use.
  *
- * They share their logic (one round trip of BEGIN, limits, lock, fence)
- * and differ in their statements and in what a name maps to (struct
- * pg_mode's row_key): each has its own mode object below.
+ * They share their logic (one round trip of BEGIN, limits and lock, then
+ * one on the fence connection) and differ in their statements and in what
+ * a name maps to (struct pg_mode's row_key): each has its own mode object
+ * below.
+ *
+ * Fences. Nothing in the lock's own transaction is durable before the
+ * release commits it, so a fence taken there (a counter row, or nextval(),
+ * whose advance is in the WAL only once something flushes it) can be
+ * handed out again after a server crash (the history checker found
+ * exactly that). So the fence is committed over the client's own
+ * autocommitted connection, after the lock is held, with
+ * synchronous_commit on: nextval() of dlock_fence_seq with txid_current(),
+ * which gives the transaction an id, without which PostgreSQL does not
+ * flush at commit. One more round trip per acquire.
  *
  * It leaves the round trips of renewal and release (and what a lost
  * connection means for them) to bound.c, advisory_xact's inspect to
@@ -30,9 +41,17 @@
 /* ---- SQL --------------------------------------------------------------- */
 
 /* Indexes of the modes' statements in pg_conf.sql (printed with the table
- * name); each shared variant follows its exclusive one. TX_FENCE and
- * TX_INSERT_ROW are for_update's alone. */
-enum { TX_TRY, TX_TRY_SH, TX_WAIT, TX_WAIT_SH, TX_FENCE, TX_INSERT_ROW };
+ * name); each shared variant follows its exclusive one. TX_OWNER,
+ * TX_FENCE_ROW and TX_INSERT_ROW are for_update's alone. */
+enum {
+    TX_TRY,
+    TX_TRY_SH,
+    TX_WAIT,
+    TX_WAIT_SH,
+    TX_OWNER,
+    TX_FENCE_ROW,
+    TX_INSERT_ROW
+};
 
 /* The wait's limit, and the keepalives and the silence limit
  * [B-BOUND-1] (bound.c), all local to the transaction, which is exactly the
@@ -44,7 +63,73 @@ static const char SQL_SET_TX[] =
     " set_config('tcp_keepalives_count', $4, true),"
     " set_config('idle_in_transaction_session_timeout', $5, true)";
 static const char SQL_ONE[] = "SELECT 1";
-static const char SQL_NEXTVAL[] = "SELECT nextval('dlock_fence_seq')";
+static const char SQL_FENCE[] =
+    "SELECT nextval('dlock_fence_seq'), txid_current()";
+
+/* ---- the fence connection ---------------------------------------------- */
+
+/* A fence committed over the ctx's fence connection (see the top). */
+static int tx_fence(struct pg_session *s, uint64_t *out)
+{
+    struct pg_ctx *x = s->x;
+    struct pg_res res;
+    char err[512] = "";
+    int rc = DLOCK_ECONNECT;
+
+    pthread_mutex_lock(&x->fence_mu);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        struct pg_q q = {SQL_FENCE, 0, {NULL}};
+        struct pg_session *fs = x->fence;
+        if (fs == NULL) {
+            fs = calloc(1, sizeof *fs);
+            if (fs == NULL) {
+                rc = dlock_errorf(err, sizeof err, DLOCK_ENOMEM,
+                                  "out of memory");
+                break;
+            }
+            fs->x = x;
+            fs->cf = &x->cf;
+            fs->fence_conn = true;
+            if ((rc = dlock__pg_connect(fs, err, sizeof err)) != DLOCK_OK) {
+                free(fs);
+                break;
+            }
+            x->fence = fs;
+        }
+        rc = dlock__pg_run(fs, &q, 1, dlock__pg_deadline(&x->cf), &res);
+        if (rc == DLOCK_OK)
+            *out = dlock__pg_u64(res.r[0], 0, 0);
+        else if (rc == PG_SQLERR)
+            rc = dlock_errorf(err, sizeof err, DLOCK_ERROR, "%s (SQLSTATE %s)",
+                              PQresultErrorField(res.r[res.failed],
+                                                 PG_DIAG_MESSAGE_PRIMARY),
+                              res.state);
+        else
+            snprintf(err, sizeof err, "%s", fs->why);
+        dlock__pg_res_clear(&res);
+        if (rc != DLOCK_ECONNECT)
+            break;
+        /* A reply lost with the connection may have taken a value: once
+         * more skips one, which fencing allows. */
+        dlock__pg_drop(fs);
+        free(fs);
+        x->fence = NULL;
+    }
+    pthread_mutex_unlock(&x->fence_mu);
+    if (rc != DLOCK_OK)
+        return dlock_session_error(&s->base, rc, "fence connection: %s", err);
+    return DLOCK_OK;
+}
+
+void dlock__pg_tx_fence_close(struct pg_ctx *x)
+{
+    if (x->fence != NULL) {
+        dlock__pg_drop(x->fence);
+        free(x->fence);
+        x->fence = NULL;
+    }
+    pthread_mutex_destroy(&x->fence_mu);
+}
 
 /* ---- acquire ----------------------------------------------------------- */
 
@@ -73,7 +158,7 @@ static int tx_acquire(struct dlock_session *ds,
         int nq = 0, lockq;
         const PGresult *last;
 
-        /* BEGIN, the wait's limits, the lock, the fence: one round trip. */
+        /* BEGIN, the wait's limits, the lock: one round trip. */
         q[nq++] = (struct pg_q){"BEGIN", 0, {NULL}};
         q[nq++] = (struct pg_q){SQL_SET_TX, 5,
                                 {lt, cf->ka_idle, cf->ka_interval,
@@ -81,10 +166,9 @@ static int tx_acquire(struct dlock_session *ds,
         lockq = nq;
         q[nq++] = (struct pg_q){cf->sql[(deadline ? TX_WAIT : TX_TRY) + sh],
                                 1, {key}};
+        /* for_update's exclusive holder names itself in the row. */
         if (rows && !sh)
-            q[nq++] = (struct pg_q){cf->sql[TX_FENCE], 2, {key, req->owner}};
-        else if (rows || deadline != 0)
-            q[nq++] = (struct pg_q){SQL_NEXTVAL, 0, {NULL}};
+            q[nq++] = (struct pg_q){cf->sql[TX_OWNER], 2, {key, req->owner}};
 
         rc = dlock__pg_run(s, q, nq, dlock__pg_wait_deadline(cf, deadline),
                            &res);
@@ -116,14 +200,19 @@ static int tx_acquire(struct dlock_session *ds,
                 return rc;
             continue;
         }
-        last = res.r[nq - 1];
-        if (PQntuples(last) == 0 || PQgetisnull(last, 0, 0)) {
+        last = res.r[lockq];
+        if (PQntuples(last) == 0 ||
+            (!rows && deadline == 0 &&
+             strcmp(PQgetvalue(last, 0, 0), "t") != 0)) {
             dlock__pg_res_clear(&res);
             dlock__pg_rollback(s);
             return DLOCK_EBUSY; /* pg_try_advisory_xact_lock said no */
         }
-        g->fence = dlock__pg_u64(last, 0, 0);
         dlock__pg_res_clear(&res);
+        if ((rc = tx_fence(s, &g->fence)) != DLOCK_OK) {
+            dlock__pg_rollback(s);
+            return rc;
+        }
         g->word[1] = s->gen;
         s->ngrants++;
         return DLOCK_OK;
@@ -150,11 +239,20 @@ static int tx_committed(struct pg_session *s, PGresult *r)
 static int tx_release(struct dlock_session *ds,
                       const struct dlock_request *req, struct dlock_grant *g)
 {
-    static const struct pg_q commit = {"COMMIT", 0, {NULL}};
+    struct pg_session *s = (struct pg_session *)ds;
+    const struct pg_conf *cf = s->cf;
+    char key[65], fence[24];
+    struct pg_q q[2];
+    int nq = 0;
 
-    (void)req;
-    return dlock__pg_bound_release((struct pg_session *)ds, g, &commit,
-                                   "commit", tx_committed);
+    if (cf->mode->row_key && req->kind != DLOCK_KIND_SHARED) {
+        /* The row shows this holding's fence to inspect from now on. */
+        dlock__pg_name_key(cf, req->name, req->name_len, key);
+        snprintf(fence, sizeof fence, "%llu", (unsigned long long)g->fence);
+        q[nq++] = (struct pg_q){cf->sql[TX_FENCE_ROW], 2, {key, fence}};
+    }
+    q[nq++] = (struct pg_q){"COMMIT", 0, {NULL}};
+    return dlock__pg_bound_release(s, g, q, nq, "commit", tx_committed);
 }
 
 /* The transaction that holds the lock must still be open. */
@@ -212,9 +310,6 @@ static void tx_floor_plan(const struct pg_conf *cf,
                                          cf->ka_count, "0"}};
     p->take[p->ntake++] = (struct pg_q){cf->sql[TX_TRY], 1,
                                         {rows ? k->hex : k->key}};
-    if (rows)
-        p->take[p->ntake++] = (struct pg_q){cf->sql[TX_FENCE], 2,
-                                            {k->hex, k->owner}};
     p->give = (struct pg_q){"COMMIT", 0, {NULL}};
 }
 
@@ -239,9 +334,7 @@ static int fu_floor(const struct dlock_uri *uri, const char *name,
      DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |  \
      DLOCK_CAP_SHARED | DLOCK_CAP_FENCING)
 
-/* The fence comes from a sequence: nextval() is not undone by a rollback,
- * and this lock's transaction rolls back whenever its connection dies,
- * which would hand a counter row's value out twice. */
+/* The fence comes from the sequence, over the fence connection. */
 const struct pg_mode dlock__pg_mode_advisory_xact = {
     .pub = {
         .name = "advisory_xact",
@@ -258,11 +351,8 @@ const struct pg_mode dlock__pg_mode_advisory_xact = {
     },
     .no_table = "its fencing tokens come from the sequence dlock_fence_seq",
     .sql = {
-        [TX_TRY] = "SELECT CASE WHEN pg_try_advisory_xact_lock($1::bigint)"
-                   " THEN nextval('dlock_fence_seq') END",
-        [TX_TRY_SH] = "SELECT CASE WHEN"
-                      " pg_try_advisory_xact_lock_shared($1::bigint)"
-                      " THEN nextval('dlock_fence_seq') END",
+        [TX_TRY] = "SELECT pg_try_advisory_xact_lock($1::bigint)",
+        [TX_TRY_SH] = "SELECT pg_try_advisory_xact_lock_shared($1::bigint)",
         [TX_WAIT] = "SELECT pg_advisory_xact_lock($1::bigint)",
         [TX_WAIT_SH] = "SELECT pg_advisory_xact_lock_shared($1::bigint)",
     },
@@ -270,9 +360,10 @@ const struct pg_mode dlock__pg_mode_advisory_xact = {
     .inspect = DLOCK__PG_LOCKS_INSPECT("NULL::bigint"),
 };
 
-/* Exclusive holders record fence and owner in the row (visible once they
- * commit); the value comes from the sequence for the reason given under
- * advisory_xact. A row locked by a running transaction carries that
+/* Exclusive holders name themselves in the row when they take it and
+ * record their fence there at the release, both visible once committed;
+ * the fence comes from the sequence, over the fence connection. A row
+ * locked by a running transaction carries that
  * transaction's id in xmax, which pg_stat_activity shows: inspect's
  * holder. */
 const struct pg_mode dlock__pg_mode_for_update = {
@@ -300,9 +391,10 @@ const struct pg_mode dlock__pg_mode_for_update = {
                     " FOR UPDATE",
         [TX_WAIT_SH] = "SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
                        " FOR SHARE",
-        [TX_FENCE] = "UPDATE {t} SET fence = nextval('dlock_fence_seq'),"
-                     " owner = $2, locked_at = now()"
-                     " WHERE key = decode($1, 'hex') RETURNING fence",
+        [TX_OWNER] = "UPDATE {t} SET owner = $2, locked_at = now()"
+                     " WHERE key = decode($1, 'hex')",
+        [TX_FENCE_ROW] = "UPDATE {t} SET fence = $2::bigint"
+                         " WHERE key = decode($1, 'hex')",
         [TX_INSERT_ROW] = "INSERT INTO {t} (key, namespace, name)"
                           " VALUES (decode($1, 'hex'), $2, $3)"
                           " ON CONFLICT (key) DO NOTHING",
