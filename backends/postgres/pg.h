@@ -81,9 +81,6 @@ struct pg_mode {
                       size_t errlen);
 };
 
-/* advisory_xact and for_update (tx.c): close the ctx's fence connection. */
-void dlock__pg_tx_fence_close(struct pg_ctx *x);
-
 /* The pg_locks view of an advisory key, for both advisory modes' inspect:
  * holders, waiters and the first holder (the 64-bit key split into classid
  * and objid), with FENCE as the last column. dlock__pg_inspect_locks()
@@ -159,6 +156,9 @@ struct pg_ctx {
     pthread_mutex_t fence_mu;
     struct pg_session *fence;
 };
+
+/* advisory_xact and for_update (tx.c): close the ctx's fence connection. */
+void dlock__pg_tx_fence_close(struct pg_ctx *x);
 
 struct pg_session {
     struct dlock_session base;

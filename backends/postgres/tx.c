@@ -34,6 +34,7 @@
  * floor; the modes.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pg.h"
