@@ -152,9 +152,14 @@ void dlock_client_close(dlock_client *c)
 
 int dlock_client_info(dlock_client *c, dlock_info *out)
 {
-    if (c == NULL || out == NULL || c->b == NULL || out->version == 0 ||
-        out->version > DLOCK_INFO_VERSION)
+    if (c == NULL || c->b == NULL)
         return DLOCK_EINVAL;
+    if (out == NULL || out->version == 0 || out->version > DLOCK_INFO_VERSION)
+        return dlock__thread_error(c, DLOCK_EINVAL,
+                                   "info: out.version %u not in 1..%d "
+                                   "(initialise it with DLOCK_INFO_INIT)",
+                                   out != NULL ? out->version : 0,
+                                   DLOCK_INFO_VERSION);
     out->scheme = c->b->scheme;
     out->mode = c->mode->name;
     out->caps = c->caps;

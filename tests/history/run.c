@@ -978,7 +978,7 @@ static void restore_servers(void)
 static int describe_uri(struct opts *o)
 {
     dlock_client *c = NULL;
-    dlock_info info;
+    dlock_info info = DLOCK_INFO_INIT;
     int rc = dlock_client_open(&c, o->m.uri, NULL);
 
     if (rc != DLOCK_OK || dlock_client_info(c, &info) != DLOCK_OK) {
