@@ -228,7 +228,9 @@ type_when() { # gate text: once the gate exists, type text on the terminal,
     for i in $(seq 1 200); do [ -e "$1.done" ] && break; sleep 0.1; done
 }
 on_tty() { # shell command line: run it on a terminal, print its output
-    timeout 30 script -qec "$1" /dev/null | tr -d '\r'
+    # script(1) runs the line with $SHELL: pin it, so that the test does not
+    # depend on the login shell of whoever runs it (bash and dash differ below)
+    SHELL=/bin/sh timeout 30 script -qec "$1" /dev/null | tr -d '\r'
 }
 if command -v script >/dev/null; then
     fg="sh $work/fg.sh"
@@ -239,7 +241,12 @@ if command -v script >/dev/null; then
         ok "terminal: command, its pipeline neighbour, the shell after: foreground" ||
         not_ok "terminal: foreground of command, neighbour, shell after: $out"
     t0=$SECONDS
-    out=$(type_when "$work/tty.gate1" '\003' | on_tty "$DLOCK exec $(name tty) -- sh -c \
+    # Without job control the shell that runs dlock shares its process group
+    # and gets the SIGINT too; a non-interactive dash dies of it before it can
+    # report dlock's status (bash waits and looks). The trap keeps the shell
+    # alive; exec resets a caught signal, so dlock and the command see the
+    # default SIGINT, as under an interactive shell.
+    out=$(type_when "$work/tty.gate1" '\003' | on_tty "trap : INT; $DLOCK exec $(name tty) -- sh -c \
         'setsid sleep 30 & echo \$! >$work/tty.pids; touch $work/tty.gate1; sleep 30'
         echo dlock=\$?; touch $work/tty.gate1.done")
     [[ $out == *dlock=130* ]] && ok "terminal: Ctrl-C ends the command (130)" ||
