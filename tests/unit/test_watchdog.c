@@ -1,0 +1,357 @@
+/*
+ * test_watchdog.c: the watchdog on its own, through the public API and an
+ * in-process backend of this file ("wdt://"), whose renew() does what each
+ * test tells it: confirm, say the lock is gone, or fail as a cut connection
+ * would. What is checked is what the watchdog owes a holder:
+ *
+ * - it renews a held lock before its lease runs out, again and again;
+ * - a release takes the lock off its queue: no renewal of it after
+ *   dlock_release() returns;
+ * - a renewal the server refuses is reported once through on_lost, and
+ *   dlock_held() is already 0 when on_lost runs;
+ * - a renewal in doubt (no answer) is retried, and never makes the lock
+ *   outlive its lease ([B-BOUND-1]);
+ * - DLOCK_LOCK_NO_WATCHDOG locks are left alone.
+ *
+ * The waits are bounded (a few seconds) and only wait for something to
+ * happen; nothing here measures how fast it happens.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include <dlock/backend.h>
+
+/* ---- the in-process backend ------------------------------------------------ */
+
+#define WDT_NAMES 8
+
+struct wdt_name {
+    char name[32];
+    char owner[128];
+    int64_t expires_ms; /* 0: free */
+    int renew_outcome;  /* what renew() answers: DLOCK_OK, DLOCK_ELOST... */
+    unsigned renews;    /* renew() items seen for this name */
+    unsigned releases;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    struct wdt_name n[WDT_NAMES];
+    int in_renew; /* renew() calls running now */
+} wdt = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static struct wdt_name *wdt_find(const char *name) /* wdt.mu held */
+{
+    for (size_t i = 0; i < WDT_NAMES; i++)
+        if (strcmp(wdt.n[i].name, name) == 0)
+            return &wdt.n[i];
+    for (size_t i = 0; i < WDT_NAMES; i++)
+        if (wdt.n[i].name[0] == '\0') {
+            strncpy(wdt.n[i].name, name, sizeof wdt.n[i].name - 1);
+            return &wdt.n[i];
+        }
+    fail_msg("wdt: more than %d names", WDT_NAMES);
+    return NULL;
+}
+
+static void wdt_set_outcome(const char *name, int code)
+{
+    pthread_mutex_lock(&wdt.mu);
+    wdt_find(name)->renew_outcome = code;
+    pthread_mutex_unlock(&wdt.mu);
+}
+
+static unsigned wdt_renews(const char *name)
+{
+    pthread_mutex_lock(&wdt.mu);
+    unsigned r = wdt_find(name)->renews;
+    pthread_mutex_unlock(&wdt.mu);
+    return r;
+}
+
+static int wdt_open(struct dlock_session **out, const struct dlock_uri *u,
+                    void *ctx, char *err, size_t errlen)
+{
+    (void)u, (void)ctx, (void)err, (void)errlen;
+    *out = calloc(1, sizeof **out);
+    return *out ? DLOCK_OK : DLOCK_ENOMEM;
+}
+
+static void wdt_close(struct dlock_session *s) { free(s); }
+
+static int wdt_acquire(struct dlock_session *s, const struct dlock_request *r,
+                       int64_t deadline_ms, struct dlock_grant *g,
+                       uint32_t *retry_ms)
+{
+    (void)s, (void)deadline_ms, (void)retry_ms;
+    int rc = DLOCK_EBUSY;
+    pthread_mutex_lock(&wdt.mu);
+    struct wdt_name *n = wdt_find(r->name);
+    if (n->expires_ms <= dlock_now_ms()) {
+        snprintf(n->owner, sizeof n->owner, "%s", r->owner);
+        n->expires_ms = g->expires_ms;
+        n->renew_outcome = DLOCK_OK;
+        rc = DLOCK_OK;
+    }
+    pthread_mutex_unlock(&wdt.mu);
+    return rc;
+}
+
+static int wdt_renew(struct dlock_session *s, struct dlock_renewal *items,
+                     size_t n)
+{
+    (void)s;
+    pthread_mutex_lock(&wdt.mu);
+    wdt.in_renew++;
+    for (size_t i = 0; i < n; i++) {
+        struct wdt_name *w = wdt_find(items[i].req->name);
+        w->renews++;
+        items[i].result = w->renew_outcome;
+        if (w->renew_outcome == DLOCK_OK)
+            w->expires_ms = items[i].grant->expires_ms;
+    }
+    wdt.in_renew--;
+    pthread_mutex_unlock(&wdt.mu);
+    return DLOCK_OK;
+}
+
+static int wdt_release(struct dlock_session *s, const struct dlock_request *r,
+                       struct dlock_grant *g)
+{
+    (void)s, (void)g;
+    int rc = DLOCK_ENOTOWNER;
+    pthread_mutex_lock(&wdt.mu);
+    struct wdt_name *n = wdt_find(r->name);
+    n->releases++;
+    if (strcmp(n->owner, r->owner) == 0 && n->expires_ms > dlock_now_ms()) {
+        n->expires_ms = 0;
+        rc = DLOCK_OK;
+    }
+    pthread_mutex_unlock(&wdt.mu);
+    return rc;
+}
+
+static const struct dlock_mode wdt_mode = {
+    .name = "lease",
+    .summary = "in-process leases for the watchdog's test",
+    .caps = DLOCK_CAP_LEASE,
+    .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),
+    .acquire = wdt_acquire,
+    .renew = wdt_renew,
+    .release = wdt_release,
+};
+static const struct dlock_mode *const wdt_modes[] = {&wdt_mode, NULL};
+static const struct dlock_backend wdt_backend = {
+    .version = DLOCK_BACKEND_VERSION,
+    .scheme = "wdt",
+    .summary = "the watchdog test's backend",
+    .modes = wdt_modes,
+    .open = wdt_open,
+    .close = wdt_close,
+};
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* Poll until cond(arg) or 5 s have passed; returns cond's last value. */
+static bool within_5s(bool (*cond)(void *), void *arg)
+{
+    int64_t end = dlock_now_ms() + 5000;
+    while (!cond(arg) && dlock_now_ms() < end)
+        sleep_ms(10);
+    return cond(arg);
+}
+
+struct lost_log {
+    pthread_mutex_t mu;
+    int calls, code, held_then;
+};
+
+static void on_lost(dlock_lock *lk, int code, const char *why, void *payload)
+{
+    struct lost_log *l = payload;
+    (void)why;
+    pthread_mutex_lock(&l->mu);
+    l->calls++;
+    l->code = code;
+    l->held_then = dlock_held(lk);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static bool lost_reported(void *arg)
+{
+    struct lost_log *l = arg;
+    pthread_mutex_lock(&l->mu);
+    bool r = l->calls > 0;
+    pthread_mutex_unlock(&l->mu);
+    return r;
+}
+
+struct renews_at_least {
+    const char *name;
+    unsigned n;
+};
+
+static bool renewed_enough(void *arg)
+{
+    struct renews_at_least *r = arg;
+    return wdt_renews(r->name) >= r->n;
+}
+
+static dlock_client *open_client(void)
+{
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, "wdt://h?lease=300ms", NULL),
+                     DLOCK_OK);
+    return c;
+}
+
+static dlock_lock *new_lock(dlock_client *c, const char *name,
+                            struct lost_log *log, uint32_t flags)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+    o.on_lost = on_lost;
+    o.payload = log;
+    o.flags = flags;
+    assert_int_equal(dlock_lock_new(&lk, c, name, &o), DLOCK_OK);
+    return lk;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static int setup(void **state)
+{
+    (void)state;
+    return dlock_backend_register(&wdt_backend) == DLOCK_OK ? 0 : -1;
+}
+
+/* Renewed past several leases; released: renewed no more. */
+static void watchdog__renews_until_released(void **state)
+{
+    struct lost_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct renews_at_least four = {"renewed", 4};
+    (void)state;
+    dlock_client *c = open_client();
+    dlock_lock *lk = new_lock(c, "renewed", &log, 0);
+
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_true(within_5s(renewed_enough, &four));
+    /* Four renewals of a 300 ms lease: more than a lease has passed since
+     * the acquire, and the lock is held because they confirmed it. */
+    assert_int_equal(dlock_held(lk), 1);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    pthread_mutex_lock(&wdt.mu);
+    unsigned after = wdt_find("renewed")->renews;
+    assert_int_equal(wdt.in_renew, 0);
+    assert_int_equal(wdt_find("renewed")->releases, 1);
+    pthread_mutex_unlock(&wdt.mu);
+    sleep_ms(700); /* two leases: the queue would have renewed twice */
+    assert_int_equal(wdt_renews("renewed"), after);
+    assert_int_equal(log.calls, 0);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
+/* The server says the lock is gone: on_lost once, held already 0, and the
+ * watchdog stops renewing it. */
+static void watchdog__refused_renewal_reports_lost_once(void **state)
+{
+    struct lost_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    (void)state;
+    dlock_client *c = open_client();
+    dlock_lock *lk = new_lock(c, "refused", &log, 0);
+
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    wdt_set_outcome("refused", DLOCK_ELOST);
+    assert_true(within_5s(lost_reported, &log));
+    assert_int_equal(dlock_held(lk), 0);
+    pthread_mutex_lock(&log.mu);
+    assert_int_equal(log.code, DLOCK_ELOST);
+    assert_int_equal(log.held_then, 0);
+    pthread_mutex_unlock(&log.mu);
+    unsigned after = wdt_renews("refused");
+    sleep_ms(700);
+    assert_int_equal(wdt_renews("refused"), after);
+    assert_int_equal(log.calls, 1);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
+/* No answer: retried, but the lock is not believed past its lease, and the
+ * loss is reported. */
+static void watchdog__renewal_in_doubt_never_outlives_the_lease(void **state)
+{
+    struct lost_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    (void)state;
+    dlock_client *c = open_client();
+    dlock_lock *lk = new_lock(c, "doubt", &log, 0);
+
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    /* The last confirmation was the acquire, sent before t1: its lease
+     * ends by t1 + 300 ms, whatever the renewals do after. */
+    int64_t t1 = dlock_now_ms();
+    wdt_set_outcome("doubt", DLOCK_ECONNECT);
+    while (dlock_now_ms() <= t1 + 300) {
+        if (lost_reported(&log))
+            break;
+        sleep_ms(5);
+    }
+    while (!lost_reported(&log) && dlock_now_ms() < t1 + 5000) {
+        assert_int_equal(dlock_held(lk), 0); /* past the lease: never held */
+        sleep_ms(10);
+    }
+    assert_true(lost_reported(&log));
+    assert_int_equal(dlock_held(lk), 0);
+    assert_true(wdt_renews("doubt") >= 2); /* retried while in doubt */
+    pthread_mutex_lock(&log.mu);
+    assert_int_equal(log.calls, 1);
+    assert_int_equal(log.held_then, 0);
+    pthread_mutex_unlock(&log.mu);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
+/* NO_WATCHDOG: nothing renews it; it ends with its lease. */
+static void watchdog__leaves_no_watchdog_locks_alone(void **state)
+{
+    struct lost_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    (void)state;
+    dlock_client *c = open_client();
+    dlock_lock *lk = new_lock(c, "manual", &log, DLOCK_LOCK_NO_WATCHDOG);
+
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    int64_t t1 = dlock_now_ms();
+    sleep_ms(700);
+    assert_int_equal(wdt_renews("manual"), 0);
+    assert_true(dlock_now_ms() > t1 + 300);
+    assert_int_equal(dlock_held(lk), 0);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(watchdog__renews_until_released),
+        cmocka_unit_test(watchdog__refused_renewal_reports_lost_once),
+        cmocka_unit_test(watchdog__renewal_in_doubt_never_outlives_the_lease),
+        cmocka_unit_test(watchdog__leaves_no_watchdog_locks_alone),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
