@@ -261,11 +261,15 @@ static int demo_run(int argc, char **argv)
     }
     optind = 2;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (opt) {
         case 'u':
             if (nuris == MAX_URIS) {
                 tool_err("demo", "--uri: at most %d", MAX_URIS);
+                return EXIT_USAGE;
+            }
+            if (optarg[0] == '\0') {
+                tool_err("demo", "--uri: empty URI");
                 return EXIT_USAGE;
             }
             uris[nuris++] = optarg;
@@ -281,6 +285,9 @@ static int demo_run(int argc, char **argv)
         case 'h':
             demo_help();
             return 0;
+        case ':':
+            tool_err("demo", "%s: needs a value", argv[optind - 1]);
+            return EXIT_USAGE;
         default:
             tool_err("demo", "unknown option '%s'", argv[optind - 1]);
             return EXIT_USAGE;

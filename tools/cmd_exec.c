@@ -448,10 +448,11 @@ static int exec_run(int argc, char **argv)
 
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+qh", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:qh", opts, NULL)) != -1) {
         switch (opt) {
         case 'u':
-            uri = optarg;
+            if (!tool_uri("exec", &uri, optarg))
+                return EXIT_USAGE;
             break;
         case 't':
             if (!tool_duration("exec", "--timeout", optarg, &timeout))
@@ -483,6 +484,9 @@ static int exec_run(int argc, char **argv)
         case 'h':
             exec_help();
             return 0;
+        case ':':
+            tool_err("exec", "%s: needs a value", argv[optind - 1]);
+            return EXIT_USAGE;
         default:
             tool_err("exec", "unknown option '%s' (try `dlock exec --help`)",
                      argv[optind - 1]);

@@ -11,7 +11,7 @@
 
 static void info_help(void)
 {
-    printf("usage: dlock info [URI]\n"
+    printf("usage: dlock info [--uri URI | URI]\n"
            "\n"
            "Print this build's version and backends, then every mode of "
            "URI's backend\n(default: $DLOCK_URI, else file://) with what "
@@ -105,21 +105,34 @@ static void print_window(const dlock_info *info)
 
 static int info_run(int argc, char **argv)
 {
-    const char *schemes[32], *uri;
+    const char *schemes[32], *uri = NULL;
     size_t n = dlock_backend_schemes(schemes, 32);
     dlock_client *c = NULL;
     dlock_info info = DLOCK_INFO_INIT;
     int rc;
 
-    if (argc > 1 && tool_is_help(argv[1])) {
-        info_help();
-        return 0;
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            info_help();
+            return 0;
+        } else if (strcmp(argv[i], "--uri") == 0) {
+            if (i + 1 == argc) {
+                tool_err("info", "--uri: needs a value");
+                return EXIT_USAGE;
+            }
+            if (!tool_uri("info", &uri, argv[++i]))
+                return EXIT_USAGE;
+        } else if (strncmp(argv[i], "--uri=", 6) == 0) {
+            if (!tool_uri("info", &uri, argv[i] + 6))
+                return EXIT_USAGE;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            tool_err("info", "unknown option '%s' (try `dlock info --help`)",
+                     argv[i]);
+            return EXIT_USAGE;
+        } else if (!tool_uri("info", &uri, argv[i])) {
+            return EXIT_USAGE;
+        }
     }
-    if (argc > 2) {
-        tool_err("info", "expected at most one URI");
-        return EXIT_USAGE;
-    }
-    uri = argc > 1 ? argv[1] : NULL;
     printf("dlock %s\nbackends:", dlock_version());
     for (size_t i = 0; i < n && i < 32; i++)
         printf(" %s", schemes[i]);
@@ -178,10 +191,16 @@ static int inspect_run(int argc, char **argv)
         if (tool_is_help(argv[i])) {
             inspect_help();
             return 0;
-        } else if (strcmp(argv[i], "--uri") == 0 && i + 1 < argc) {
-            uri = argv[++i];
+        } else if (strcmp(argv[i], "--uri") == 0) {
+            if (i + 1 == argc) {
+                tool_err("inspect", "--uri: needs a value");
+                return EXIT_USAGE;
+            }
+            if (!tool_uri("inspect", &uri, argv[++i]))
+                return EXIT_USAGE;
         } else if (strncmp(argv[i], "--uri=", 6) == 0) {
-            uri = argv[i] + 6;
+            if (!tool_uri("inspect", &uri, argv[i] + 6))
+                return EXIT_USAGE;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             tool_err("inspect", "unknown option '%s'", argv[i]);
             return EXIT_USAGE;

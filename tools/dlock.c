@@ -90,6 +90,22 @@ bool tool_uint(const char *sub, const char *opt, const char *text,
     return true;
 }
 
+bool tool_uri(const char *sub, const char **uri, const char *text)
+{
+    if (text[0] == '\0') {
+        tool_err(sub, "--uri: empty (expected a URI such as file:///dir or "
+                      "redis://host; leave --uri out for the default)");
+        return false;
+    }
+    if (*uri != NULL) {
+        /* Not quoted: a URI may carry a password. */
+        tool_err(sub, "--uri given twice: give one");
+        return false;
+    }
+    *uri = text;
+    return true;
+}
+
 bool tool_is_help(const char *arg)
 {
     return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;

@@ -38,6 +38,9 @@ bool tool_duration(const char *sub, const char *opt, const char *text,
 /* Parse a non-negative integer option within [min, max]. */
 bool tool_uint(const char *sub, const char *opt, const char *text,
                unsigned long min, unsigned long max, unsigned long *out);
+/* Take --uri's value into *uri: refuses an empty one, and a second --uri
+ * (which one would win is not obvious). On error prints, returns false. */
+bool tool_uri(const char *sub, const char **uri, const char *text);
 /* Is argv[i] "--help" or "-h"? */
 bool tool_is_help(const char *arg);
 

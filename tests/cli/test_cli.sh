@@ -316,6 +316,19 @@ check_usage "unknown scheme" exec --uri "nosuch://h" x -- true
 check_usage "unknown URI parameter" exec --uri "$uri$( [[ $uri == *\?* ]] && echo '&' || echo '?')bogus=1" x -- true
 check_usage "empty name" exec "" -- true
 check_usage "unknown command" nosuchcommand
+check_usage "exec: --timeout without a value" exec --timeout
+check_usage "exec: empty --uri" exec --uri "" x -- true
+check_usage "exec: --uri twice" exec --uri "$uri" --uri "$uri" x -- true
+check_usage "demo: --uri without a value" demo inventory --uri
+check_usage "info: --uri without a value" info --uri
+check_usage "info: two URIs" info --uri "$uri" "$uri"
+check_usage "info: unknown option" info --bogus
+check_usage "inspect: --uri without a value" inspect x --uri
+check_usage "inspect: empty --uri" inspect --uri= x
+grep -q "needs a value" <("$DLOCK" exec --timeout 2>&1) &&
+    ok "a missing value is named as such" || not_ok "missing value message"
+"$DLOCK" info --uri "$uri" >"$work/info.opt" 2>/dev/null
+expect_status "info takes --uri, as every command does" 0 $?
 "$DLOCK" exec --uri "$scheme://127.0.0.1:0" x -- true 2>&1 | grep -q port &&
     ok "bad URI message names the port" || not_ok "bad URI message"
 grep -q -- "--timeout" <("$DLOCK" exec --timeout 5x x -- true 2>&1) &&
