@@ -78,10 +78,13 @@ if [ "$fuzz_seconds" != 0 ]; then
         CC=clang meson setup "$dir" -Dfuzz=enabled -Dtests=true \
             -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
     fi
-    ninja -C "$dir" tests/uri_fuzzer >/dev/null
     corpus=$(mktemp -d)
     cp tests/fuzz/corpus/uri/* "$corpus/"
-    if "$dir/tests/uri_fuzzer" -max_total_time="$fuzz_seconds" \
+    if ! ninja -C "$dir" tests/uri_fuzzer >"$dir/build.log" 2>&1; then
+        total_fail=$((total_fail + 1)) status=1
+        tail -n 20 "$dir/build.log"
+        echo "test.sh: fuzz: the fuzz target did not build (log: $dir/build.log)"
+    elif "$dir/tests/uri_fuzzer" -max_total_time="$fuzz_seconds" \
         -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$dir/" "$corpus" 2>"$dir/fuzz.log"; then
         total_ok=$((total_ok + 1))
