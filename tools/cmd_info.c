@@ -109,21 +109,14 @@ static int info_run(int argc, char **argv)
     size_t n = dlock_backend_schemes(schemes, 32);
     dlock_client *c = NULL;
     dlock_info info = DLOCK_INFO_INIT;
-    int rc;
+    int rc, u;
 
     for (int i = 1; i < argc; i++) {
         if (tool_is_help(argv[i])) {
             info_help();
             return 0;
-        } else if (strcmp(argv[i], "--uri") == 0) {
-            if (i + 1 == argc) {
-                tool_err("info", "--uri: needs a value");
-                return EXIT_USAGE;
-            }
-            if (!tool_uri("info", &uri, argv[++i]))
-                return EXIT_USAGE;
-        } else if (strncmp(argv[i], "--uri=", 6) == 0) {
-            if (!tool_uri("info", &uri, argv[i] + 6))
+        } else if ((u = tool_uri_arg("info", argc, argv, &i, &uri)) != 0) {
+            if (u < 0)
                 return EXIT_USAGE;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             tool_err("info", "unknown option '%s' (try `dlock info --help`)",
@@ -185,21 +178,14 @@ static int inspect_run(int argc, char **argv)
     const char *uri = NULL, *name = NULL;
     dlock_client *c = NULL;
     dlock_state st = DLOCK_STATE_INIT;
-    int rc;
+    int rc, u;
 
     for (int i = 1; i < argc; i++) {
         if (tool_is_help(argv[i])) {
             inspect_help();
             return 0;
-        } else if (strcmp(argv[i], "--uri") == 0) {
-            if (i + 1 == argc) {
-                tool_err("inspect", "--uri: needs a value");
-                return EXIT_USAGE;
-            }
-            if (!tool_uri("inspect", &uri, argv[++i]))
-                return EXIT_USAGE;
-        } else if (strncmp(argv[i], "--uri=", 6) == 0) {
-            if (!tool_uri("inspect", &uri, argv[i] + 6))
+        } else if ((u = tool_uri_arg("inspect", argc, argv, &i, &uri)) != 0) {
+            if (u < 0)
                 return EXIT_USAGE;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             tool_err("inspect", "unknown option '%s'", argv[i]);

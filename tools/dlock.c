@@ -106,6 +106,20 @@ bool tool_uri(const char *sub, const char **uri, const char *text)
     return true;
 }
 
+int tool_uri_arg(const char *sub, int argc, char **argv, int *i,
+                 const char **uri)
+{
+    if (strncmp(argv[*i], "--uri=", 6) == 0)
+        return tool_uri(sub, uri, argv[*i] + 6) ? 1 : -1;
+    if (strcmp(argv[*i], "--uri") != 0)
+        return 0;
+    if (*i + 1 == argc) {
+        tool_err(sub, "--uri: needs a value");
+        return -1;
+    }
+    return tool_uri(sub, uri, argv[++*i]) ? 1 : -1;
+}
+
 bool tool_is_help(const char *arg)
 {
     return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;

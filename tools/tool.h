@@ -41,6 +41,11 @@ bool tool_uint(const char *sub, const char *opt, const char *text,
 /* Take --uri's value into *uri: refuses an empty one, and a second --uri
  * (which one would win is not obvious). On error prints, returns false. */
 bool tool_uri(const char *sub, const char **uri, const char *text);
+/* For commands that read argv by hand: if argv[*i] is "--uri" (its value
+ * next, *i moves past it) or "--uri=VALUE", take it with tool_uri() and
+ * return 1; -1 if that failed (printed); 0 if argv[*i] is no --uri. */
+int tool_uri_arg(const char *sub, int argc, char **argv, int *i,
+                 const char **uri);
 /* Is argv[i] "--help" or "-h"? */
 bool tool_is_help(const char *arg);
 
