@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "exec_guard.h"
@@ -40,27 +41,46 @@ static void exec_help(void)
 {
     printf(
         "usage: dlock exec [OPTIONS] NAME [--] COMMAND [ARG...]\n"
+        "       dlock exec [OPTIONS] NAME -c COMMAND-LINE\n"
         "\n"
         "Run COMMAND while holding the lock NAME; release it when COMMAND "
-        "exits.\n"
+        "exits.\nThe options are flock(1)'s, with flock's meanings and "
+        "exit codes, and more.\n"
         "\n"
         "  --uri URI                 backend URI (default: $DLOCK_URI, "
         "else file://)\n"
-        "  --timeout DUR             wait at most DUR for the lock; 0 tries "
-        "once\n"
-        "                            (default: wait forever)\n"
+        "  -w, --wait, --timeout T   wait at most T for the lock: seconds "
+        "as flock\n"
+        "                            takes them (5, 0.5) or a duration "
+        "(300ms, 2m);\n"
+        "                            0 tries once (default: wait "
+        "forever)\n"
+        "  -n, --nonblock, --nb      do not wait: the same as -w 0\n"
+        "  -s, --shared              take a shared (reader) lock\n"
+        "  -x, -e, --exclusive       take an exclusive lock (the "
+        "default)\n"
+        "  -E, --conflict-exit-code N\n"
+        "                            exit code when busy or timed out "
+        "(default 1)\n"
+        "  -c, --command LINE        run LINE with $SHELL -c (/bin/sh "
+        "without $SHELL)\n"
+        "  -o, --close               accepted: COMMAND never inherits "
+        "dlock's lock\n"
+        "                            descriptors or connections anyway\n"
+        "  --verbose                 say on stderr how long the lock took "
+        "and what runs\n"
         "  --lease DUR               lease to hold and renew (default: the "
         "URI's\n"
         "                            lease=, else 30s)\n"
-        "  --shared                  take a shared (reader) lock\n"
-        "  --conflict-exit-code N    exit code when busy or timed out "
-        "(default 1)\n"
         "  --kill-after DUR          SIGKILL what has not exited DUR after "
         "its SIGTERM\n"
         "                            (lost lock, or left running by "
         "COMMAND;\n"
         "                            default 10s)\n"
         "  -q, --quiet               no message on conflict\n"
+        "flock's -u (unlock) and -F (no fork) are refused: a lock is held "
+        "only for\nCOMMAND's run, and the guard process is what keeps "
+        "COMMAND from outliving it.\n"
         "\n"
         "Durations: 250ms, 5s, 1.5s, 2m, 1h, or 0.\n"
         "COMMAND sees DLOCK_NAME, DLOCK_FENCE (the fencing token: pass it to "
@@ -103,6 +123,47 @@ static void exec_help(void)
         "cannot be reached;\n70 other failure (the guard died); 75 the lock "
         "was lost while COMMAND\nran; 126/127 COMMAND not executable / not "
         "found.\n");
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Long options without a short form. */
+enum { OPT_URI = 256, OPT_LEASE, OPT_KILL_AFTER, OPT_VERBOSE };
+
+/* -w/--wait/--timeout: flock(1)'s seconds ("5", "0.5"), or a duration
+ * with its unit ("300ms"). */
+static bool wait_time(const char *opt, const char *text, uint32_t *ms)
+{
+    size_t digits = strspn(text, "0123456789");
+    char *end;
+    double s;
+
+    if (digits > 0 && (text[digits] == '\0' ||
+                       (text[digits] == '.' &&
+                        strspn(text + digits + 1, "0123456789") > 0 &&
+                        text[digits + 1 + strspn(text + digits + 1,
+                                                 "0123456789")] == '\0'))) {
+        s = strtod(text, &end);
+        if (s * 1000.0 >= (double)DLOCK_WAIT_FOREVER) {
+            tool_err("exec", "%s: '%s' seconds is too long (at most %u)",
+                     opt, text, (unsigned)(DLOCK_WAIT_FOREVER / 1000 - 1));
+            return false;
+        }
+        *ms = (uint32_t)(s * 1000.0 + 0.5);
+        return true;
+    }
+    if (dlock_parse_duration(text, ms) != DLOCK_OK) {
+        tool_err("exec", "%s: '%s' is neither seconds nor a duration "
+                 "(expected e.g. 5, 0.5, 300ms, 2m; or 0)", opt, text);
+        return false;
+    }
+    return true;
 }
 
 static void on_lost(dlock_lock *lk, int code, const char *why, void *payload)
@@ -425,12 +486,21 @@ static void catch_signals(struct run *r)
 static int exec_run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"uri", required_argument, NULL, 'u'},
-        {"timeout", required_argument, NULL, 't'},
-        {"lease", required_argument, NULL, 'l'},
+        {"uri", required_argument, NULL, OPT_URI},
+        {"timeout", required_argument, NULL, 'w'},
+        {"wait", required_argument, NULL, 'w'},
+        {"nonblock", no_argument, NULL, 'n'},
+        {"nb", no_argument, NULL, 'n'},
+        {"lease", required_argument, NULL, OPT_LEASE},
         {"shared", no_argument, NULL, 's'},
+        {"exclusive", no_argument, NULL, 'x'},
         {"conflict-exit-code", required_argument, NULL, 'E'},
-        {"kill-after", required_argument, NULL, 'k'},
+        {"command", required_argument, NULL, 'c'},
+        {"close", no_argument, NULL, 'o'},
+        {"verbose", no_argument, NULL, OPT_VERBOSE},
+        {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
+        {"unlock", no_argument, NULL, 'u'},
+        {"no-fork", no_argument, NULL, 'F'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -438,7 +508,10 @@ static int exec_run(int argc, char **argv)
     const char *uri = NULL, *name;
     uint32_t timeout = DLOCK_WAIT_FOREVER, lease = 0, kill_after = 10000;
     unsigned long conflict = EXIT_CONFLICT;
-    bool quiet = false;
+    bool quiet = false, verbose = false;
+    const char *line = NULL; /* -c */
+    char *shell_argv[4];
+    int64_t t0;
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     dlock_client *c = NULL;
     dlock_lock *lk = NULL;
@@ -448,17 +521,41 @@ static int exec_run(int argc, char **argv)
 
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+:qh", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:w:nsxeE:c:ouFqh", opts, NULL)) != -1) {
         switch (opt) {
-        case 'u':
+        case OPT_URI:
             if (!tool_uri("exec", &uri, optarg))
                 return EXIT_USAGE;
             break;
-        case 't':
-            if (!tool_duration("exec", "--timeout", optarg, &timeout))
+        case 'w':
+            /* "-w 5": the option is the word before its value */
+            if (!wait_time(optarg == argv[optind - 1] ? argv[optind - 2]
+                                                      : argv[optind - 1],
+                           optarg, &timeout))
                 return EXIT_USAGE;
             break;
-        case 'l':
+        case 'n':
+            timeout = 0;
+            break;
+        case 'x':
+        case 'e':
+            lo.flags &= ~DLOCK_LOCK_SHARED;
+            break;
+        case 'c':
+            line = optarg;
+            break;
+        case 'o':
+            break; /* what -o asks is always so: see the help */
+        case OPT_VERBOSE:
+            verbose = true;
+            break;
+        case 'u':
+        case 'F':
+            tool_err("exec", "%s: not supported (a lock is held only while "
+                     "COMMAND runs, under a guard process)",
+                     argv[optind - 1]);
+            return EXIT_USAGE;
+        case OPT_LEASE:
             if (!tool_duration("exec", "--lease", optarg, &lease))
                 return EXIT_USAGE;
             if (lease == 0) {
@@ -474,7 +571,7 @@ static int exec_run(int argc, char **argv)
                            &conflict))
                 return EXIT_USAGE;
             break;
-        case 'k':
+        case OPT_KILL_AFTER:
             if (!tool_duration("exec", "--kill-after", optarg, &kill_after))
                 return EXIT_USAGE;
             break;
@@ -498,11 +595,36 @@ static int exec_run(int argc, char **argv)
         return EXIT_USAGE;
     }
     name = argv[optind++];
+    /* flock's own order: NAME -c LINE */
+    if (line == NULL && optind < argc &&
+        (strcmp(argv[optind], "-c") == 0 ||
+         strcmp(argv[optind], "--command") == 0)) {
+        if (optind + 1 >= argc) {
+            tool_err("exec", "%s: needs a value", argv[optind]);
+            return EXIT_USAGE;
+        }
+        line = argv[optind + 1];
+        optind += 2;
+    }
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
-    if (optind >= argc) {
+    if (line != NULL && optind < argc) {
+        tool_err("exec", "-c LINE and a COMMAND after it: give one");
+        return EXIT_USAGE;
+    }
+    if (line == NULL && optind >= argc) {
         tool_err("exec", "missing COMMAND after NAME");
         return EXIT_USAGE;
+    }
+    if (line != NULL) {
+        const char *sh = getenv("SHELL");
+
+        shell_argv[0] = (char *)(sh != NULL && sh[0] != '\0' ? sh : "/bin/sh");
+        shell_argv[1] = (char *)"-c";
+        shell_argv[2] = (char *)line;
+        shell_argv[3] = NULL;
+        argv = shell_argv;
+        optind = 0;
     }
 
     if (!start_state(&r))
@@ -526,6 +648,7 @@ static int exec_run(int argc, char **argv)
         code = tool_exit_for(rc);
         goto out;
     }
+    t0 = mono_ms();
     rc = dlock_acquire(lk, timeout);
     if (rc != DLOCK_OK) {
         code = rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT ? (int)conflict
@@ -539,6 +662,11 @@ static int exec_run(int argc, char **argv)
     setenv("DLOCK_NAME", name, 1);
     setenv("DLOCK_FENCE", fence, 1);
     setenv("DLOCK_OWNER", dlock_lock_owner(lk), 1);
+    if (verbose)
+        fprintf(stderr,
+                "dlock exec: getting lock took %.3f seconds\n"
+                "dlock exec: executing %s\n",
+                (double)(mono_ms() - t0) / 1000.0, argv[optind]);
     catch_signals(&r);
     r.gs.argv = argv + optind;
     r.gs.kill_after_ms = kill_after;

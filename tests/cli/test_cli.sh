@@ -283,6 +283,22 @@ st=$?
 took=$((($(date +%s%N) - start) / 1000000))
 expect_status "timed out exits 1" 1 "$st"
 [ "$took" -ge 280 ] && ok "waited the timeout (${took} ms)" || not_ok "returned early (${took} ms)"
+# flock(1)'s options, with flock's meanings and exit codes
+"$DLOCK" exec -n "$held" -- true 2>/dev/null
+expect_status "flock -n: busy exits 1" 1 $?
+"$DLOCK" exec --nb -E 9 "$held" -- true 2>/dev/null
+expect_status "flock --nb -E 9: busy exits 9" 9 $?
+start=$(date +%s%N)
+"$DLOCK" exec -w 0.3 "$held" -- true 2>/dev/null
+st=$?
+took=$((($(date +%s%N) - start) / 1000000))
+expect_status "flock -w 0.3 (seconds): timed out exits 1" 1 "$st"
+[ "$took" -ge 280 ] && ok "flock -w 0.3 waited (${took} ms)" ||
+    not_ok "flock -w 0.3 returned early (${took} ms)"
+"$DLOCK" exec -q --wait 0 "$held" -c 'echo ran' >"$work/out" 2>"$work/err"
+expect_status "flock --wait 0 -c: busy exits 1" 1 $?
+[ ! -s "$work/out" ] && [ ! -s "$work/err" ] &&
+    ok "flock -q -c: the line did not run, nothing said" || not_ok "-q -c: $(cat "$work/out" "$work/err")"
 kill -TERM "$holder"
 wait "$holder"
 expect_status "SIGTERM to dlock reaches the command" 143 $?
@@ -290,6 +306,21 @@ all_gone "$(cat "$work/held.bg")" && ok "SIGTERM reaches what the command starte
     not_ok "SIGTERM: the command's background child lives on"
 "$DLOCK" exec --timeout 5s "$held" -- true
 expect_status "lock is free after the holder ends" 0 $?
+
+# ---- flock(1)'s command line --------------------------------------------------
+out=$("$DLOCK" exec "$(name flk)" -c 'echo "line $DLOCK_NAME" | tr a-z A-Z')
+[ "$out" = "LINE $(name flk | tr a-z A-Z)" ] && ok "flock NAME -c LINE runs LINE in a shell" ||
+    not_ok "NAME -c LINE: $out"
+out=$("$DLOCK" exec --command 'exit 7' "$(name flk)"; echo "st=$?")
+[ "$out" = "st=7" ] && ok "flock --command LINE before NAME; its status passes through" ||
+    not_ok "--command: $out"
+"$DLOCK" exec -x -o "$(name flk)" -- true
+expect_status "flock -x -o accepted" 0 $?
+"$DLOCK" exec -e --timeout 5 "$(name flk)" -- true
+expect_status "flock -e, --timeout 5 (seconds) accepted" 0 $?
+"$DLOCK" exec --verbose "$(name flk)" -- true 2>"$work/err"
+grep -q "getting lock took" "$work/err" && grep -q "executing true" "$work/err" &&
+    ok "flock --verbose says what it took and what runs" || not_ok "--verbose: $(cat "$work/err")"
 
 # ---- bad input: 64, one line naming the problem ----------------------------
 check_usage() { # description args...
@@ -317,6 +348,12 @@ check_usage "unknown URI parameter" exec --uri "$uri$( [[ $uri == *\?* ]] && ech
 check_usage "empty name" exec "" -- true
 check_usage "unknown command" nosuchcommand
 check_usage "exec: --timeout without a value" exec --timeout
+check_usage "exec: -w neither seconds nor a duration" exec -w 1e9 x -- true
+check_usage "exec: -w too long" exec -w 99999999 x -- true
+check_usage "exec: flock's -u refused" exec -u x -- true
+check_usage "exec: flock's -F refused" exec -F x -- true
+check_usage "exec: -c and a COMMAND" exec x -c 'true' false
+check_usage "exec: -c without a value" exec x -c
 check_usage "exec: empty --uri" exec --uri "" x -- true
 check_usage "exec: --uri twice" exec --uri "$uri" --uri "$uri" x -- true
 check_usage "demo: --uri without a value" demo inventory --uri
