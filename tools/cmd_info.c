@@ -1,23 +1,29 @@
 /*
  * cmd_info.c: `dlock info [URI]` (the build and one backend's capabilities)
  * and `dlock inspect [--uri URI] NAME` (one lock's state, without taking
- * it).
+ * it); each as text, or as one JSON object with --json.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #include "tool.h"
 
 static void info_help(void)
 {
-    printf("usage: dlock info [--uri URI | URI]\n"
+    printf("usage: dlock info [--json] [--uri URI | URI]\n"
            "\n"
            "Print this build's version and backends, then every mode of "
            "URI's backend\n(default: $DLOCK_URI, else file://) with what "
            "it gives, which needs no\nconnection; then connect and print "
            "the chosen mode's capabilities and its\nheld window: how long "
            "a holder cut off from the service may believe it holds.\n"
+           "--json prints one object instead: version, backends, backend, "
+           "summary,\nmodes [{mode, summary, caps, chosen}], connected, "
+           "then uri, mode, lease_ms,\ntimeout_ms, client, caps (or "
+           "error).\n"
            "\nexit status: 0; 64 bad URI; 69 cannot connect (the modes are "
            "listed first).\n");
 }
@@ -41,8 +47,32 @@ static void caps_text(uint32_t caps, char *out, size_t cap)
     }
 }
 
-/* Every mode of the URI's backend, from its tables alone. */
-static int print_modes(const char *uri)
+/* ["lease", "fencing", ...] of a capability set. */
+static json_object *caps_json(uint32_t caps)
+{
+    json_object *a = json_object_new_array();
+
+    for (uint32_t bit = 1; bit != 0 && dlock_cap_name(bit) != NULL;
+         bit <<= 1)
+        if (caps & bit)
+            json_object_array_add(a,
+                                  json_object_new_string(dlock_cap_name(bit)));
+    return a;
+}
+
+/* Print the JSON object (and free it); returns code. */
+static int json_out(json_object *o, int code)
+{
+    printf("%s\n", json_object_to_json_string_ext(
+                        o, JSON_C_TO_STRING_PRETTY |
+                               JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(o);
+    return code;
+}
+
+/* Every mode of the URI's backend, from its tables alone: printed, or
+ * added to root as "backend", "summary" and "modes". */
+static int print_modes(const char *uri, json_object *root)
 {
     dlock_mode_info m[16];
     char err[512] = "", caps[512];
@@ -54,7 +84,30 @@ static int print_modes(const char *uri)
     rc = dlock_backend_modes(uri, m, 16, &n, err, sizeof err);
     if (rc != DLOCK_OK) {
         tool_err("info", "%s", err);
+        if (root != NULL)
+            json_object_object_add(root, "error", json_object_new_string(err));
         return rc;
+    }
+    if (root != NULL) {
+        json_object *a = json_object_new_array();
+
+        json_object_object_add(root, "backend",
+                               json_object_new_string(m[0].scheme));
+        json_object_object_add(root, "summary",
+                               json_object_new_string(m[0].backend_summary));
+        for (size_t i = 0; i < n && i < 16; i++) {
+            json_object *o = json_object_new_object();
+
+            json_object_object_add(o, "mode", json_object_new_string(m[i].mode));
+            json_object_object_add(o, "summary",
+                                   json_object_new_string(m[i].summary));
+            json_object_object_add(o, "caps", caps_json(m[i].caps));
+            json_object_object_add(o, "chosen",
+                                   json_object_new_boolean(m[i].chosen));
+            json_object_array_add(a, o);
+        }
+        json_object_object_add(root, "modes", a);
+        return DLOCK_OK;
     }
     printf("%s: %s\nmodes (* the URI's):\n", m[0].scheme,
            m[0].backend_summary);
@@ -109,7 +162,9 @@ static int info_run(int argc, char **argv)
     size_t n = dlock_backend_schemes(schemes, 32);
     dlock_client *c = NULL;
     dlock_info info = DLOCK_INFO_INIT;
+    json_object *root = NULL, *a;
     int rc, u;
+    bool json = false;
 
     for (int i = 1; i < argc; i++) {
         if (tool_is_help(argv[i])) {
@@ -118,6 +173,8 @@ static int info_run(int argc, char **argv)
         } else if ((u = tool_uri_arg("info", argc, argv, &i, &uri)) != 0) {
             if (u < 0)
                 return EXIT_USAGE;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = true;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             tool_err("info", "unknown option '%s' (try `dlock info --help`)",
                      argv[i]);
@@ -126,12 +183,22 @@ static int info_run(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    printf("dlock %s\nbackends:", dlock_version());
-    for (size_t i = 0; i < n && i < 32; i++)
-        printf(" %s", schemes[i]);
-    printf("\n");
-    if ((rc = print_modes(uri)) != DLOCK_OK)
-        return tool_exit_for(rc);
+    if (json) {
+        root = json_object_new_object();
+        a = json_object_new_array();
+        json_object_object_add(root, "version",
+                               json_object_new_string(dlock_version()));
+        for (size_t i = 0; i < n && i < 32; i++)
+            json_object_array_add(a, json_object_new_string(schemes[i]));
+        json_object_object_add(root, "backends", a);
+    } else {
+        printf("dlock %s\nbackends:", dlock_version());
+        for (size_t i = 0; i < n && i < 32; i++)
+            printf(" %s", schemes[i]);
+        printf("\n");
+    }
+    if ((rc = print_modes(uri, root)) != DLOCK_OK)
+        return root ? json_out(root, tool_exit_for(rc)) : tool_exit_for(rc);
 
     rc = dlock_client_open(&c, uri, NULL);
     if (rc != DLOCK_OK) {
@@ -139,10 +206,30 @@ static int info_run(int argc, char **argv)
                  rc == DLOCK_EINVAL ? "the URI is not usable"
                                     : "could not connect",
                  dlock_client_errmsg(c));
+        if (root != NULL) {
+            json_object_object_add(root, "connected",
+                                    json_object_new_boolean(0));
+            json_object_object_add(
+                root, "error", json_object_new_string(dlock_client_errmsg(c)));
+        }
         dlock_client_close(c);
-        return tool_exit_for(rc);
+        return root ? json_out(root, tool_exit_for(rc)) : tool_exit_for(rc);
     }
     dlock_client_info(c, &info);
+    if (root != NULL) {
+        json_object_object_add(root, "connected", json_object_new_boolean(1));
+        json_object_object_add(root, "uri", json_object_new_string(info.uri));
+        json_object_object_add(root, "mode", json_object_new_string(info.mode));
+        json_object_object_add(root, "lease_ms",
+                               json_object_new_int64(info.lease_ms));
+        json_object_object_add(root, "timeout_ms",
+                               json_object_new_int64(info.timeout_ms));
+        json_object_object_add(root, "client",
+                               json_object_new_string(info.owner));
+        json_object_object_add(root, "caps", caps_json(info.caps));
+        dlock_client_close(c);
+        return json_out(root, 0);
+    }
     printf("uri:      %s\nbackend:  %s\nmode:     %s\n"
            "lease:    %" PRIu32 " ms\ntimeout:  %" PRIu32 " ms\n"
            "client:   %s\ncapabilities:\n",
@@ -164,11 +251,13 @@ const struct tool_cmd tool_info = {
 
 static void inspect_help(void)
 {
-    printf("usage: dlock inspect [--uri URI] NAME\n"
+    printf("usage: dlock inspect [--json] [--uri URI] NAME\n"
            "\n"
            "Show whether NAME is held, by whom, its last fencing token, the "
            "lease left\nand the waiters, as far as the backend can tell. "
            "Takes nothing.\n"
+           "--json prints one object: name, held, owner, fence, "
+           "remaining_ms, waiters\n(null where the backend cannot tell).\n"
            "\nexit status: 0 free, 1 held, 64 bad input, 69 cannot "
            "connect.\n");
 }
@@ -179,6 +268,7 @@ static int inspect_run(int argc, char **argv)
     dlock_client *c = NULL;
     dlock_state st = DLOCK_STATE_INIT;
     int rc, u;
+    bool json = false;
 
     for (int i = 1; i < argc; i++) {
         if (tool_is_help(argv[i])) {
@@ -187,6 +277,8 @@ static int inspect_run(int argc, char **argv)
         } else if ((u = tool_uri_arg("inspect", argc, argv, &i, &uri)) != 0) {
             if (u < 0)
                 return EXIT_USAGE;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = true;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             tool_err("inspect", "unknown option '%s'", argv[i]);
             return EXIT_USAGE;
@@ -208,6 +300,26 @@ static int inspect_run(int argc, char **argv)
         tool_err("inspect", "%s", dlock_client_errmsg(c));
         dlock_client_close(c);
         return tool_exit_for(rc);
+    }
+    if (json) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "name", json_object_new_string(name));
+        json_object_object_add(o, "held", st.held < 0 ? NULL
+                                          : json_object_new_boolean(st.held));
+        json_object_object_add(o, "owner", st.owner[0] == '\0' ? NULL
+                                           : json_object_new_string(st.owner));
+        json_object_object_add(o, "fence", st.fence == 0 ? NULL
+                                           : json_object_new_uint64(st.fence));
+        json_object_object_add(o, "remaining_ms",
+                               st.remaining_ms < 0
+                                   ? NULL
+                                   : json_object_new_int64(st.remaining_ms));
+        json_object_object_add(o, "waiters", st.waiters < 0
+                                             ? NULL
+                                             : json_object_new_int(st.waiters));
+        dlock_client_close(c);
+        return json_out(o, st.held > 0 ? 1 : 0);
     }
     printf("name:      %s\nheld:      %s\n", name,
            st.held < 0 ? "unknown" : st.held ? "yes" : "no");

@@ -283,6 +283,22 @@ st=$?
 took=$((($(date +%s%N) - start) / 1000000))
 expect_status "timed out exits 1" 1 "$st"
 [ "$took" -ge 280 ] && ok "waited the timeout (${took} ms)" || not_ok "returned early (${took} ms)"
+# inspect --json on a held lock: an object, held true (or null where the
+# backend cannot tell), and the exit status says held as the text form does
+"$DLOCK" inspect --json "$held" >"$work/insp.json" 2>"$work/err"
+st=$?
+out=$(python3 - "$work/insp.json" "$held" "$st" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["name"] == sys.argv[2], d
+assert set(d) == {"name", "held", "owner", "fence", "remaining_ms", "waiters"}, d
+assert d["held"] in (True, None), d
+assert (sys.argv[3] == "1") == (d["held"] is True), (sys.argv[3], d)
+print("ok")
+PY
+)
+[ "$out" = ok ] && ok "inspect --json of a held lock" ||
+    not_ok "inspect --json: $out $(cat "$work/insp.json" "$work/err")"
 # flock(1)'s options, with flock's meanings and exit codes
 "$DLOCK" exec -n "$held" -- true 2>/dev/null
 expect_status "flock -n: busy exits 1" 1 $?
@@ -376,6 +392,21 @@ for sub in exec info inspect demo; do
 done
 "$DLOCK" --help | grep -q exec && ok "dlock --help lists exec" || not_ok "dlock --help"
 
+"$DLOCK" info --json >"$work/info.json" 2>"$work/err"
+st=$?
+out=$(python3 - "$work/info.json" "$scheme" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["connected"] is True and d["backend"] in d["backends"], d
+assert sum(m["chosen"] for m in d["modes"]) == 1, d["modes"]
+chosen = [m for m in d["modes"] if m["chosen"]][0]
+assert chosen["mode"] == d["mode"] and chosen["caps"] == d["caps"], d
+print("ok")
+PY
+)
+[ "$st" = 0 ] && [ "$out" = ok ] && ok "info --json: the modes, the chosen one, connected" ||
+    not_ok "info --json: exit $st: $out $(cat "$work/err")"
+
 # ---- unreachable service: 69 -------------------------------------------------
 if [ "$scheme" = file ]; then
     down="file:///proc/self/nonexistent/locks"
@@ -386,6 +417,11 @@ fi
 "$DLOCK" exec --uri "$down" --timeout 2s "$(name down)" -- true 2>"$work/err"
 st=$?
 expect_status "unreachable service exits 69" 69 "$st"
+"$DLOCK" info --json --uri "$down" >"$work/down.json" 2>/dev/null
+st=$?
+out=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["connected"] is False and d["error"] and d["modes"], d; print("ok")' "$work/down.json" 2>&1)
+[ "$st" = 69 ] && [ "$out" = ok ] && ok "info --json of a service that is down: modes, not connected, 69" ||
+    not_ok "info --json down: exit $st: $out"
 if [[ "$uri" == *:*@* ]]; then
     pw=$(printf '%s' "$uri" | sed -E 's#^[a-z]+://[^:/@]*:([^@]*)@.*#\1#')
     grep -qF -- "$pw" "$work/err" && not_ok "password leaked in error" ||
