@@ -77,7 +77,11 @@ static void exec_help(void)
         "                            (lost lock, or left running by "
         "COMMAND;\n"
         "                            default 10s)\n"
-        "  -q, --quiet               no message on conflict\n"
+        "  -q, --quiet               no message on conflict (nor, on a "
+        "terminal, on\n"
+        "                            waiting: otherwise a busy lock is said "
+        "to be\n"
+        "                            waited for, with its holder)\n"
         "flock's -u (unlock) and -F (no fork) are refused: a lock is held "
         "only for\nCOMMAND's run, and the guard process is what keeps "
         "COMMAND from outliving it.\n"
@@ -164,6 +168,42 @@ static bool wait_time(const char *opt, const char *text, uint32_t *ms)
         return false;
     }
     return true;
+}
+
+/* Take the lock within timeout_ms. On a terminal, a lock that is busy at
+ * first is said to be waited for, with its holder where the backend can
+ * tell, before the wait. */
+static int acquire(dlock_client *c, dlock_lock *lk, const char *name,
+                   uint32_t timeout_ms, bool quiet)
+{
+    dlock_state st = DLOCK_STATE_INIT;
+    int64_t t0, spent;
+    uint32_t left;
+    int rc;
+
+    if (quiet || timeout_ms == 0 || !isatty(STDERR_FILENO))
+        return dlock_acquire(lk, timeout_ms);
+    t0 = mono_ms();
+    rc = dlock_acquire(lk, 0);
+    if (rc != DLOCK_EBUSY)
+        return rc;
+    fprintf(stderr, "dlock exec: waiting for %s", name);
+    if (dlock_inspect(c, name, &st) == DLOCK_OK && st.held > 0) {
+        if (st.owner[0] != '\0')
+            fprintf(stderr, ", held by %s", st.owner);
+        if (st.remaining_ms >= 0)
+            fprintf(stderr, ", lease left %.1f s",
+                    (double)st.remaining_ms / 1000.0);
+    }
+    if (timeout_ms == DLOCK_WAIT_FOREVER)
+        fprintf(stderr, " (no time limit; Ctrl-C gives up)\n");
+    else
+        fprintf(stderr, " (at most %.1f s)\n", (double)timeout_ms / 1000.0);
+    if (timeout_ms == DLOCK_WAIT_FOREVER)
+        return dlock_acquire(lk, DLOCK_WAIT_FOREVER);
+    spent = mono_ms() - t0;
+    left = spent >= (int64_t)timeout_ms ? 0 : timeout_ms - (uint32_t)spent;
+    return dlock_acquire(lk, left);
 }
 
 static void on_lost(dlock_lock *lk, int code, const char *why, void *payload)
@@ -649,7 +689,7 @@ static int exec_run(int argc, char **argv)
         goto out;
     }
     t0 = mono_ms();
-    rc = dlock_acquire(lk, timeout);
+    rc = acquire(c, lk, name, timeout, quiet);
     if (rc != DLOCK_OK) {
         code = rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT ? (int)conflict
                                                           : tool_exit_for(rc);

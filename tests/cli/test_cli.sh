@@ -259,6 +259,24 @@ if command -v script >/dev/null; then
         touch $work/tty.gate2.done")
     [[ $out == *finished*dlock=0* ]] && ok "terminal: Ctrl-Z without job control is dropped" ||
         not_ok "terminal: Ctrl-Z without job control: $out"
+    # a busy lock is said to be waited for, on a terminal only
+    "$DLOCK" exec "$(name ttyw)" -- sh -c "touch $work/ttyw.gate; sleep 1" &
+    tw=$!
+    pids+=("$tw")
+    wait_for "$work/ttyw.gate" || not_ok "terminal wait: holder did not start"
+    out=$(on_tty "$DLOCK exec --timeout 20s $(name ttyw) -- echo got" </dev/null)
+    [[ $out == *"waiting for $(name ttyw)"*got* ]] &&
+        ok "terminal: a busy lock is said to be waited for, then taken" ||
+        not_ok "terminal: waiting message: $out"
+    wait "$tw"
+    "$DLOCK" exec "$(name ttyw)" -- sh -c "touch $work/ttyw.gate2; sleep 1" &
+    tw=$!
+    pids+=("$tw")
+    wait_for "$work/ttyw.gate2" || not_ok "terminal wait: holder did not start"
+    "$DLOCK" exec --timeout 20s "$(name ttyw)" -- true 2>"$work/err"
+    [ ! -s "$work/err" ] && ok "not on a terminal: the wait is silent" ||
+        not_ok "not on a terminal: $(cat "$work/err")"
+    wait "$tw"
 else
     not_ok "script(1) not found (bsdutils)"
 fi
