@@ -49,6 +49,12 @@ static void exec_help(void)
         "\n"
         "  --uri URI                 backend URI (default: $DLOCK_URI, "
         "else file://)\n"
+        "  --password-file FILE      the server's password, from FILE's "
+        "first line (mode\n"
+        "                            0600), kept off the command line; "
+        "or set\n"
+        "                            $DLOCK_PASSWORD (COMMAND does not "
+        "see it)\n"
         "  -w, --wait, --timeout T   wait at most T for the lock: seconds "
         "as flock\n"
         "                            takes them (5, 0.5) or a duration "
@@ -138,7 +144,7 @@ static int64_t mono_ms(void)
 }
 
 /* Long options without a short form. */
-enum { OPT_URI = 256, OPT_LEASE, OPT_KILL_AFTER, OPT_VERBOSE };
+enum { OPT_URI = 256, OPT_LEASE, OPT_KILL_AFTER, OPT_VERBOSE, OPT_PWFILE };
 
 /* -w/--wait/--timeout: flock(1)'s seconds ("5", "0.5"), or a duration
  * with its unit ("300ms"). */
@@ -527,6 +533,7 @@ static int exec_run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"uri", required_argument, NULL, OPT_URI},
+        {"password-file", required_argument, NULL, OPT_PWFILE},
         {"timeout", required_argument, NULL, 'w'},
         {"wait", required_argument, NULL, 'w'},
         {"nonblock", no_argument, NULL, 'n'},
@@ -550,6 +557,8 @@ static int exec_run(int argc, char **argv)
     unsigned long conflict = EXIT_CONFLICT;
     bool quiet = false, verbose = false;
     const char *line = NULL; /* -c */
+    const char *pwfile = NULL;
+    char *uri_pw = NULL; /* the URI with the password put in */
     char *shell_argv[4];
     int64_t t0;
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
@@ -566,6 +575,9 @@ static int exec_run(int argc, char **argv)
         case OPT_URI:
             if (!tool_uri("exec", &uri, optarg))
                 return EXIT_USAGE;
+            break;
+        case OPT_PWFILE:
+            pwfile = optarg;
             break;
         case 'w':
             /* "-w 5": the option is the word before its value */
@@ -667,8 +679,12 @@ static int exec_run(int argc, char **argv)
         optind = 0;
     }
 
-    if (!start_state(&r))
+    if (!tool_password("exec", pwfile, &uri, &uri_pw))
+        return EXIT_USAGE;
+    if (!start_state(&r)) {
+        free(uri_pw);
         return EXIT_SOFTWARE;
+    }
     code = EXIT_SOFTWARE;
     if (pipe2(events, O_CLOEXEC | O_NONBLOCK) != 0) {
         tool_err("exec", "pipe: %s", strerror(errno));
@@ -727,6 +743,7 @@ out:
     dlock_lock_free(lk);
     dlock_client_close(c);
     free(r.inherited.fds);
+    free(uri_pw);
     return code;
 }
 

@@ -5,6 +5,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
@@ -13,7 +14,8 @@
 
 static void info_help(void)
 {
-    printf("usage: dlock info [--json] [--uri URI | URI]\n"
+    printf("usage: dlock info [--json] [--password-file FILE] "
+           "[--uri URI | URI]\n"
            "\n"
            "Print this build's version and backends, then every mode of "
            "URI's backend\n(default: $DLOCK_URI, else file://) with what "
@@ -156,33 +158,15 @@ static void print_window(const dlock_info *info)
     }
 }
 
-static int info_run(int argc, char **argv)
+static int info_show(const char *uri, bool json)
 {
-    const char *schemes[32], *uri = NULL;
+    const char *schemes[32];
     size_t n = dlock_backend_schemes(schemes, 32);
     dlock_client *c = NULL;
     dlock_info info = DLOCK_INFO_INIT;
     json_object *root = NULL, *a;
-    int rc, u;
-    bool json = false;
+    int rc;
 
-    for (int i = 1; i < argc; i++) {
-        if (tool_is_help(argv[i])) {
-            info_help();
-            return 0;
-        } else if ((u = tool_uri_arg("info", argc, argv, &i, &uri)) != 0) {
-            if (u < 0)
-                return EXIT_USAGE;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = true;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            tool_err("info", "unknown option '%s' (try `dlock info --help`)",
-                     argv[i]);
-            return EXIT_USAGE;
-        } else if (!tool_uri("info", &uri, argv[i])) {
-            return EXIT_USAGE;
-        }
-    }
     if (json) {
         root = json_object_new_object();
         a = json_object_new_array();
@@ -244,6 +228,41 @@ static int info_run(int argc, char **argv)
     return 0;
 }
 
+static int info_run(int argc, char **argv)
+{
+    const char *uri = NULL, *pwfile = NULL;
+    char *uri_pw = NULL;
+    int rc, u;
+    bool json = false;
+
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            info_help();
+            return 0;
+        } else if ((u = tool_uri_arg("info", argc, argv, &i, &uri)) != 0) {
+            if (u < 0)
+                return EXIT_USAGE;
+        } else if ((u = tool_pwfile_arg("info", argc, argv, &i, &pwfile)) !=
+                   0) {
+            if (u < 0)
+                return EXIT_USAGE;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            tool_err("info", "unknown option '%s' (try `dlock info --help`)",
+                     argv[i]);
+            return EXIT_USAGE;
+        } else if (!tool_uri("info", &uri, argv[i])) {
+            return EXIT_USAGE;
+        }
+    }
+    if (!tool_password("info", pwfile, &uri, &uri_pw))
+        return EXIT_USAGE;
+    rc = info_show(uri, json);
+    free(uri_pw);
+    return rc;
+}
+
 const struct tool_cmd tool_info = {
     "info", "show the build's backends and a URI's capabilities", info_run,
     info_help,
@@ -251,7 +270,8 @@ const struct tool_cmd tool_info = {
 
 static void inspect_help(void)
 {
-    printf("usage: dlock inspect [--json] [--uri URI] NAME\n"
+    printf("usage: dlock inspect [--json] [--password-file FILE] "
+           "[--uri URI] NAME\n"
            "\n"
            "Show whether NAME is held, by whom, its last fencing token, the "
            "lease left\nand the waiters, as far as the backend can tell. "
@@ -262,37 +282,12 @@ static void inspect_help(void)
            "connect.\n");
 }
 
-static int inspect_run(int argc, char **argv)
+static int inspect_show(const char *uri, const char *name, bool json)
 {
-    const char *uri = NULL, *name = NULL;
     dlock_client *c = NULL;
     dlock_state st = DLOCK_STATE_INIT;
-    int rc, u;
-    bool json = false;
+    int rc;
 
-    for (int i = 1; i < argc; i++) {
-        if (tool_is_help(argv[i])) {
-            inspect_help();
-            return 0;
-        } else if ((u = tool_uri_arg("inspect", argc, argv, &i, &uri)) != 0) {
-            if (u < 0)
-                return EXIT_USAGE;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = true;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            tool_err("inspect", "unknown option '%s'", argv[i]);
-            return EXIT_USAGE;
-        } else if (name == NULL) {
-            name = argv[i];
-        } else {
-            tool_err("inspect", "expected one NAME");
-            return EXIT_USAGE;
-        }
-    }
-    if (name == NULL) {
-        tool_err("inspect", "missing NAME (try `dlock inspect --help`)");
-        return EXIT_USAGE;
-    }
     rc = dlock_client_open(&c, uri, NULL);
     if (rc == DLOCK_OK)
         rc = dlock_inspect(c, name, &st);
@@ -333,6 +328,47 @@ static int inspect_run(int argc, char **argv)
         printf("waiters:   %d\n", st.waiters);
     dlock_client_close(c);
     return st.held > 0 ? 1 : 0;
+}
+
+static int inspect_run(int argc, char **argv)
+{
+    const char *uri = NULL, *name = NULL, *pwfile = NULL;
+    char *uri_pw = NULL;
+    int rc, u;
+    bool json = false;
+
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            inspect_help();
+            return 0;
+        } else if ((u = tool_uri_arg("inspect", argc, argv, &i, &uri)) != 0) {
+            if (u < 0)
+                return EXIT_USAGE;
+        } else if ((u = tool_pwfile_arg("inspect", argc, argv, &i, &pwfile)) !=
+                   0) {
+            if (u < 0)
+                return EXIT_USAGE;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            tool_err("inspect", "unknown option '%s'", argv[i]);
+            return EXIT_USAGE;
+        } else if (name == NULL) {
+            name = argv[i];
+        } else {
+            tool_err("inspect", "expected one NAME");
+            return EXIT_USAGE;
+        }
+    }
+    if (name == NULL) {
+        tool_err("inspect", "missing NAME (try `dlock inspect --help`)");
+        return EXIT_USAGE;
+    }
+    if (!tool_password("inspect", pwfile, &uri, &uri_pw))
+        return EXIT_USAGE;
+    rc = inspect_show(uri, name, json);
+    free(uri_pw);
+    return rc;
 }
 
 const struct tool_cmd tool_inspect = {

@@ -106,18 +106,52 @@ bool tool_uri(const char *sub, const char **uri, const char *text)
     return true;
 }
 
+/* argv[*i] is "OPT VALUE" or "OPT=VALUE": 1 and *value; 0 if it is not
+ * opt; -1 (printed) if the value is missing. */
+static int opt_value(const char *sub, const char *opt, int argc, char **argv,
+                     int *i, const char **value)
+{
+    size_t n = strlen(opt);
+
+    if (strncmp(argv[*i], opt, n) != 0)
+        return 0;
+    if (argv[*i][n] == '=') {
+        *value = argv[*i] + n + 1;
+        return 1;
+    }
+    if (argv[*i][n] != '\0')
+        return 0;
+    if (*i + 1 == argc) {
+        tool_err(sub, "%s: needs a value", opt);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
 int tool_uri_arg(const char *sub, int argc, char **argv, int *i,
                  const char **uri)
 {
-    if (strncmp(argv[*i], "--uri=", 6) == 0)
-        return tool_uri(sub, uri, argv[*i] + 6) ? 1 : -1;
-    if (strcmp(argv[*i], "--uri") != 0)
-        return 0;
-    if (*i + 1 == argc) {
-        tool_err(sub, "--uri: needs a value");
+    const char *v;
+    int r = opt_value(sub, "--uri", argc, argv, i, &v);
+
+    return r <= 0 ? r : tool_uri(sub, uri, v) ? 1 : -1;
+}
+
+int tool_pwfile_arg(const char *sub, int argc, char **argv, int *i,
+                    const char **file)
+{
+    const char *v;
+    int r = opt_value(sub, "--password-file", argc, argv, i, &v);
+
+    if (r <= 0)
+        return r;
+    if (v[0] == '\0' || *file != NULL) {
+        tool_err(sub, "--password-file: %s", v[0] ? "given twice" : "empty");
         return -1;
     }
-    return tool_uri(sub, uri, argv[++*i]) ? 1 : -1;
+    *file = v;
+    return 1;
 }
 
 bool tool_is_help(const char *arg)

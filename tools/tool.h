@@ -46,6 +46,15 @@ bool tool_uri(const char *sub, const char **uri, const char *text);
  * return 1; -1 if that failed (printed); 0 if argv[*i] is no --uri. */
 int tool_uri_arg(const char *sub, int argc, char **argv, int *i,
                  const char **uri);
+/* The same for --password-file FILE (refused empty or twice). */
+int tool_pwfile_arg(const char *sub, int argc, char **argv, int *i,
+                    const char **file);
+/* The password of --password-file FILE (when file is not NULL), else of
+ * $DLOCK_PASSWORD (then unset), put into *uri (else $DLOCK_URI): *uri then
+ * points to *owned, which the caller frees. Nothing given: true, *uri
+ * unchanged. On error prints, returns false. */
+bool tool_password(const char *sub, const char *file, const char **uri,
+                   char **owned);
 /* Is argv[i] "--help" or "-h"? */
 bool tool_is_help(const char *arg);
 

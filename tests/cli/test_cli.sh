@@ -446,6 +446,39 @@ if [[ "$uri" == *:*@* ]]; then
         ok "password not in the error"
 fi
 
+# ---- a password kept off the command line --------------------------------------
+if [[ "$uri" == *://*:*@* ]]; then
+    pw=$(printf '%s' "$uri" | sed -E 's#^[a-z]+://[^:/@]*:([^@]*)@.*#\1#')
+    nopw=$(printf '%s' "$uri" | sed -E 's#^([a-z]+://[^:/@]*):[^@]*@#\1@#')
+    printf '%s\n' "$pw" >"$work/pw"
+    chmod 600 "$work/pw"
+    # the command's parent is the guard, the guard's is dlock
+    DLOCK_URI= "$DLOCK" exec --uri "$nopw" --password-file "$work/pw" "$(name pw)" -- \
+        sh -c 'd=$(ps -o ppid= -p $PPID | tr -d " "); tr "\0" " " </proc/$d/cmdline' \
+        >"$work/pw.out" 2>"$work/err"
+    expect_status "--password-file: the lock is taken with it" 0 $?
+    grep -q -- "--password-file" "$work/pw.out" && ! grep -qF -- "$pw" "$work/pw.out" &&
+        ok "--password-file: not in dlock's /proc/PID/cmdline" ||
+        not_ok "--password-file: $(head -c 300 "$work/pw.out") $(cat "$work/err")"
+    DLOCK_URI= DLOCK_PASSWORD=$pw "$DLOCK" exec --uri "$nopw" "$(name pw)" -- \
+        sh -c 'env' >"$work/pw.out" 2>"$work/err"
+    expect_status "DLOCK_PASSWORD: the lock is taken with it" 0 $?
+    grep -q DLOCK_PASSWORD "$work/pw.out" && not_ok "DLOCK_PASSWORD reached COMMAND" ||
+        ok "DLOCK_PASSWORD: COMMAND does not inherit it"
+    DLOCK_URI= "$DLOCK" info --uri "$nopw" --password-file "$work/pw" >/dev/null 2>"$work/err"
+    expect_status "info --password-file connects" 0 $?
+    DLOCK_URI=$nopw "$DLOCK" inspect --password-file "$work/pw" "$(name pw)" >/dev/null 2>"$work/err"
+    expect_status "inspect --password-file with \$DLOCK_URI" 0 $?
+    chmod 644 "$work/pw"
+    check_usage "--password-file readable by others" exec --uri "$nopw" --password-file "$work/pw" x -- true
+    chmod 600 "$work/pw"
+    check_usage "--password-file and a password in the URI" exec --uri "$uri" --password-file "$work/pw" x -- true
+    check_usage "--password-file that does not exist" exec --uri "$nopw" --password-file "$work/nope" x -- true
+fi
+printf 'secret\n' >"$work/pw0"
+chmod 600 "$work/pw0"
+check_usage "--password-file for file://" exec --uri "file://$work/locks" --password-file "$work/pw0" x -- true
+
 # ---- info ----------------------------------------------------------------------
 "$DLOCK" info "$uri" >"$work/info"
 expect_status "info connects" 0 $?
