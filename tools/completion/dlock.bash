@@ -1,0 +1,44 @@
+# bash completion for dlock(1). The commands and options are read from
+# `dlock --help` and `dlock COMMAND --help` when completing, so they are
+# always this dlock's own.
+_dlock() {
+    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+    local prog=${COMP_WORDS[0]} cmd=${COMP_WORDS[1]-} i
+    COMPREPLY=()
+    if ((COMP_CWORD == 1)); then
+        COMPREPLY=($(compgen -W "$("$prog" --help 2>/dev/null |
+            sed -n 's/^  \([a-z][a-z]*\)  .*/\1/p') --help" -- "$cur"))
+        return
+    fi
+    # dlock exec [OPTIONS] NAME -- COMMAND...: after --, a command
+    if [[ $cmd == exec ]]; then
+        for ((i = 2; i < COMP_CWORD; i++)); do
+            if [[ ${COMP_WORDS[i]} == -- ]]; then
+                COMPREPLY=($(compgen -c -- "$cur"))
+                return
+            fi
+        done
+    fi
+    case $prev in
+    --uri)
+        COMPREPLY=($(compgen -W "$("$prog" info 2>/dev/null |
+            sed -n 's/^backends: //p' | sed 's#\([a-z0-9]*\)#\1://#g') redlock://" \
+            -- "$cur"))
+        compopt -o nospace 2>/dev/null
+        return ;;
+    --password-file | --svg | --markdown)
+        COMPREPLY=($(compgen -f -- "$cur"))
+        return ;;
+    --json)
+        if [[ $cmd == bench || $cmd == scenario ]]; then
+            COMPREPLY=($(compgen -f -- "$cur"))
+            return
+        fi ;;
+    esac
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$("$prog" "$cmd" --help 2>/dev/null |
+            grep -oE -- '(^|[ ,])--?[a-zA-Z][a-zA-Z-]*' | tr -d ' ,' | sort -u)" \
+            -- "$cur"))
+    fi
+}
+complete -F _dlock dlock
