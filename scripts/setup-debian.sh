@@ -20,9 +20,10 @@ die() { printf 'setup-debian: error: %s\n' "$*" >&2; exit 1; }
 # runtimes; llvm gives llvm-symbolizer / llvm-profdata / llvm-cov;
 # libjson-c-dev is for the JSON that `dlock bench` and `dlock scenario` write;
 # iproute2 gives ss(8), with which the fault tests and the history checker
-# cut TCP connections.
+# cut TCP connections; groff-base renders dlock(1) in its test.
 build_pkgs=(
     meson ninja-build pkg-config gcc clang llvm libclang-rt-14-dev iproute2
+    groff-base
     libcmocka-dev nettle-dev libjson-c-dev
 )
 # Client libraries the backends link against. libmariadb-dev-compat provides

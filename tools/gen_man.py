@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Write dlock(1) from the command's own help texts.
+
+    gen_man.py DLOCK VERSION OUT
+
+Runs `DLOCK --help` and `DLOCK COMMAND --help` for every command it lists,
+so the manual says what this dlock does, and writes roff (man(7)) to OUT.
+"""
+import re
+import subprocess
+import sys
+
+dlock, version, out = sys.argv[1:4]
+# A sanitizer build's dlock runs here too: its leak report is not the page.
+env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "ASAN_OPTIONS": "detect_leaks=0"}
+
+
+def help_of(*args):
+    return subprocess.run([dlock, *args, "--help"], capture_output=True,
+                          text=True, check=True, env=env).stdout
+
+
+def roff(text):
+    """Escape text for a line of roff: backslashes, and a leading . or '."""
+    lines = []
+    for line in text.splitlines():
+        line = line.replace("\\", "\\e").replace("-", "\\-")
+        if line.startswith((".", "'")):
+            line = "\\&" + line
+        lines.append(line)
+    return "\n".join(lines)
+
+
+top = help_of()
+commands = re.findall(r"^  ([a-z]+)\s{2,}(.*)$", top, re.M)
+if not commands:
+    sys.exit("gen_man.py: no commands in `dlock --help`")
+intro = top.split("\ncommands:")[0].split("\n", 1)[1].strip()
+
+page = [
+    f'.TH DLOCK 1 "" "dlock {version}" "User Commands"',
+    ".SH NAME",
+    "dlock \\- distributed locks from the command line: file, Redis, "
+    "ZooKeeper, PostgreSQL, MySQL",
+    ".SH SYNOPSIS",
+    ".B dlock",
+    ".I COMMAND",
+    "[\\fIOPTIONS\\fR]",
+]
+for name, _ in commands:
+    page.append(".br")
+    page.append(f".B dlock {name}")
+    page.append("[\\fIOPTIONS\\fR] ...")
+page += [".SH DESCRIPTION", roff(intro), ".PP",
+         "Each command below is described by its own help text, as "
+         "\\fBdlock\\fR \\fICOMMAND\\fR \\fB\\-\\-help\\fR prints it.",
+         ".SH COMMANDS"]
+for name, summary in commands:
+    page += [f".SS {name}", roff(summary) + ".", ".PP", ".nf",
+             roff(help_of(name).rstrip()), ".fi"]
+page += [
+    ".SH ENVIRONMENT",
+    ".TP",
+    ".B DLOCK_URI",
+    "The URI of the lock service when \\fB\\-\\-uri\\fR is not given; "
+    "without it, a \\fBfile://\\fR directory private to the user.",
+    ".TP",
+    ".B DLOCK_PASSWORD",
+    "The server's password, put into the URI in memory only (see "
+    "\\fB\\-\\-password\\-file\\fR); \\fBdlock exec\\fR removes it from "
+    "the environment of its command.",
+    ".TP",
+    ".B DLOCK_NAME, DLOCK_FENCE, DLOCK_OWNER",
+    "Set by \\fBdlock exec\\fR for its command: the lock's name, its "
+    "fencing token, and the holder's owner id.",
+    ".SH EXIT STATUS",
+    "After \\fBflock\\fR(1) and \\fBsysexits\\fR(3): 0 success (for "
+    "\\fBexec\\fR, the command's own status); 1 busy or timed out (or "
+    "\\fB\\-E\\fR \\fIN\\fR); 64 bad option or URI; 69 the lock service "
+    "cannot be reached; 70 another failure; 75 the lock was lost; "
+    "126/127 the command cannot be run or is not found.",
+    ".SH SEE ALSO",
+    "\\fBflock\\fR(1), \\fBsysexits\\fR(3); the documentation in "
+    "/usr/share/doc/dlock (README, docs/tradeoffs.md, docs/design.md).",
+]
+with open(out, "w") as f:
+    f.write("\n".join(page) + "\n")
