@@ -30,6 +30,29 @@ static void info_help(void)
            "listed first).\n");
 }
 
+/* What info and inspect both take. */
+struct args {
+    const char *uri, *pwfile;
+    bool json;
+};
+
+/* --uri, --password-file or --json at argv[*i]: 1 taken, 0 not one of
+ * them, -1 refused (printed). */
+static int common_arg(const char *sub, int argc, char **argv, int *i,
+                      struct args *a)
+{
+    int u;
+
+    if ((u = tool_uri_arg(sub, argc, argv, i, &a->uri)) != 0 ||
+        (u = tool_pwfile_arg(sub, argc, argv, i, &a->pwfile)) != 0)
+        return u;
+    if (strcmp(argv[*i], "--json") == 0) {
+        a->json = true;
+        return 1;
+    }
+    return 0;
+}
+
 /* "lease, conn-bound, ..." of a capability set. */
 static void caps_text(uint32_t caps, char *out, size_t cap)
 {
@@ -230,35 +253,28 @@ static int info_show(const char *uri, bool json)
 
 static int info_run(int argc, char **argv)
 {
-    const char *uri = NULL, *pwfile = NULL;
+    struct args a = {NULL, NULL, false};
     char *uri_pw = NULL;
     int rc, u;
-    bool json = false;
 
     for (int i = 1; i < argc; i++) {
         if (tool_is_help(argv[i])) {
             info_help();
             return 0;
-        } else if ((u = tool_uri_arg("info", argc, argv, &i, &uri)) != 0) {
+        } else if ((u = common_arg("info", argc, argv, &i, &a)) != 0) {
             if (u < 0)
                 return EXIT_USAGE;
-        } else if ((u = tool_pwfile_arg("info", argc, argv, &i, &pwfile)) !=
-                   0) {
-            if (u < 0)
-                return EXIT_USAGE;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = true;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             tool_err("info", "unknown option '%s' (try `dlock info --help`)",
                      argv[i]);
             return EXIT_USAGE;
-        } else if (!tool_uri("info", &uri, argv[i])) {
+        } else if (!tool_uri("info", &a.uri, argv[i])) {
             return EXIT_USAGE;
         }
     }
-    if (!tool_password("info", pwfile, &uri, &uri_pw))
+    if (!tool_password("info", a.pwfile, &a.uri, &uri_pw))
         return EXIT_USAGE;
-    rc = info_show(uri, json);
+    rc = info_show(a.uri, a.json);
     free(uri_pw);
     return rc;
 }
@@ -332,24 +348,18 @@ static int inspect_show(const char *uri, const char *name, bool json)
 
 static int inspect_run(int argc, char **argv)
 {
-    const char *uri = NULL, *name = NULL, *pwfile = NULL;
+    struct args a = {NULL, NULL, false};
+    const char *name = NULL;
     char *uri_pw = NULL;
     int rc, u;
-    bool json = false;
 
     for (int i = 1; i < argc; i++) {
         if (tool_is_help(argv[i])) {
             inspect_help();
             return 0;
-        } else if ((u = tool_uri_arg("inspect", argc, argv, &i, &uri)) != 0) {
+        } else if ((u = common_arg("inspect", argc, argv, &i, &a)) != 0) {
             if (u < 0)
                 return EXIT_USAGE;
-        } else if ((u = tool_pwfile_arg("inspect", argc, argv, &i, &pwfile)) !=
-                   0) {
-            if (u < 0)
-                return EXIT_USAGE;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = true;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             tool_err("inspect", "unknown option '%s'", argv[i]);
             return EXIT_USAGE;
@@ -364,9 +374,9 @@ static int inspect_run(int argc, char **argv)
         tool_err("inspect", "missing NAME (try `dlock inspect --help`)");
         return EXIT_USAGE;
     }
-    if (!tool_password("inspect", pwfile, &uri, &uri_pw))
+    if (!tool_password("inspect", a.pwfile, &a.uri, &uri_pw))
         return EXIT_USAGE;
-    rc = inspect_show(uri, name, json);
+    rc = inspect_show(a.uri, name, a.json);
     free(uri_pw);
     return rc;
 }
