@@ -43,7 +43,7 @@ extern "C" {
 #define DLOCK_VERSION_PATCH 0
 #define DLOCK_VERSION_STRING "0.2.0"
 
-/** The version of the library actually linked, e.g. "0.1.0". */
+/** The version of the library actually linked, e.g. "0.2.0". */
 DLOCK_API const char *dlock_version(void);
 
 /* ------------------------------------------------------------------------ */

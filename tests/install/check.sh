@@ -17,6 +17,7 @@ export PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest
 test -f "$root/include/dlock/dlock.h"
 test -f "$root/include/dlock/backend.h"
 test -f "$root/share/man/man1/dlock.1" || { echo "install check: no dlock(1)"; exit 1; }
+test -f "$root/share/man/man3/dlock.3" || { echo "install check: no dlock(3)"; exit 1; }
 test -f "$root/share/bash-completion/completions/dlock" ||
     { echo "install check: no bash completion"; exit 1; }
 cc -std=c11 -Wall -Wextra -Werror "$here/consumer.c" -o "$dest/consumer" \
