@@ -454,7 +454,7 @@ if [[ "$uri" == *://*:*@* ]]; then
     chmod 600 "$work/pw"
     # the command's parent is the guard, the guard's is dlock
     DLOCK_URI= "$DLOCK" exec --uri "$nopw" --password-file "$work/pw" "$(name pw)" -- \
-        sh -c 'd=$(ps -o ppid= -p $PPID | tr -d " "); tr "\0" " " </proc/$d/cmdline' \
+        sh -c 'd=$(sed "s/.*) //" /proc/$PPID/stat | cut -d" " -f2); tr "\0" " " </proc/$d/cmdline' \
         >"$work/pw.out" 2>"$work/err"
     expect_status "--password-file: the lock is taken with it" 0 $?
     grep -q -- "--password-file" "$work/pw.out" && ! grep -qF -- "$pw" "$work/pw.out" &&
