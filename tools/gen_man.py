@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 
+from manroff import roff
+
 dlock, version, out = sys.argv[1:4]
 # A sanitizer build's dlock runs here too: its leak report is not the page.
 env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "ASAN_OPTIONS": "detect_leaks=0"}
@@ -18,17 +20,6 @@ env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "ASAN_OPTIONS": "detect_leaks=0"}
 def help_of(*args):
     return subprocess.run([dlock, *args, "--help"], capture_output=True,
                           text=True, check=True, env=env).stdout
-
-
-def roff(text):
-    """Escape text for a line of roff: backslashes, and a leading . or '."""
-    lines = []
-    for line in text.splitlines():
-        line = line.replace("\\", "\\e").replace("-", "\\-")
-        if line.startswith((".", "'")):
-            line = "\\&" + line
-        lines.append(line)
-    return "\n".join(lines)
 
 
 top = help_of()

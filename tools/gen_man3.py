@@ -10,18 +10,10 @@ what the header says.
 import re
 import sys
 
+from manroff import roff
+
 header, version, out = sys.argv[1:4]
 text = open(header).read()
-
-
-def roff(s):
-    lines = []
-    for line in s.splitlines():
-        line = line.replace("\\", "\\e").replace("-", "\\-")
-        if line.startswith((".", "'")):
-            line = "\\&" + line
-        lines.append(line)
-    return "\n".join(lines)
 
 
 def clean(comment):
