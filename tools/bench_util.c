@@ -115,57 +115,30 @@ const char *bn_fmt_ns(uint64_t ns, char *buf, size_t cap)
 
 /* ---- text ------------------------------------------------------------------ */
 
-/* The authority of a URI: [*a, *b) after "scheme://", up to / ? or #. */
-static bool authority(const char *uri, size_t *a, size_t *b)
-{
-    const char *p = strstr(uri, "://");
-
-    if (p == NULL)
-        return false;
-    *a = (size_t)(p + 3 - uri);
-    *b = *a + strcspn(uri + *a, "/?#");
-    return true;
-}
-
 void bn_redact(const char *uri, char *out, size_t cap)
 {
-    size_t a, b, at = SIZE_MAX, colon = SIZE_MAX;
+    struct tool_uri_spans s;
 
-    if (uri == NULL) {
+    if (uri == NULL)
         snprintf(out, cap, "(default URI)");
-        return;
-    }
-    if (!authority(uri, &a, &b)) {
-        snprintf(out, cap, "%s", uri);
-        return;
-    }
-    for (size_t i = a; i < b; i++)
-        if (uri[i] == '@')
-            at = i;
-    for (size_t i = a; at != SIZE_MAX && i < at; i++)
-        if (uri[i] == ':') {
-            colon = i;
-            break;
-        }
-    if (colon == SIZE_MAX)
+    else if (!tool_uri_spans(uri, &s) || s.colon == SIZE_MAX)
         snprintf(out, cap, "%s", uri);
     else
-        snprintf(out, cap, "%.*s***%s", (int)(colon + 1), uri, uri + at);
+        snprintf(out, cap, "%.*s***%s", (int)(s.colon + 1), uri, uri + s.at);
 }
 
 bool bn_uri_first_hostport(const char *uri, char *host, size_t hostcap,
                            int *port, size_t *start, size_t *end)
 {
-    size_t a, b, h, he, i;
+    struct tool_uri_spans s;
+    size_t b, h, he;
     char *endp;
     long p;
 
-    if (uri == NULL || !authority(uri, &a, &b))
+    if (!tool_uri_spans(uri, &s))
         return false;
-    h = a;
-    for (i = a; i < b; i++)
-        if (uri[i] == '@')
-            h = i + 1;
+    b = s.end;
+    h = s.at == SIZE_MAX ? s.auth : s.at + 1;
     if (h >= b)
         return false;
     if (uri[h] == '[') {

@@ -154,6 +154,25 @@ int tool_pwfile_arg(const char *sub, int argc, char **argv, int *i,
     return 1;
 }
 
+bool tool_uri_spans(const char *uri, struct tool_uri_spans *s)
+{
+    const char *p = uri != NULL ? strstr(uri, "://") : NULL;
+    const char *c;
+
+    if (p == NULL)
+        return false;
+    s->auth = (size_t)(p + 3 - uri);
+    s->end = s->auth + strcspn(uri + s->auth, "/?#");
+    s->at = s->colon = SIZE_MAX;
+    for (size_t i = s->auth; i < s->end; i++)
+        if (uri[i] == '@')
+            s->at = i;
+    if (s->at != SIZE_MAX &&
+        (c = memchr(uri + s->auth, ':', s->at - s->auth)) != NULL)
+        s->colon = (size_t)(c - uri);
+    return true;
+}
+
 bool tool_is_help(const char *arg)
 {
     return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;

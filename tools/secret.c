@@ -77,7 +77,8 @@ bool tool_password(const char *sub, const char *file, const char **uri,
 {
     char pw[PASSWORD_MAX];
     const char *env = getenv("DLOCK_PASSWORD");
-    const char *u, *auth, *end, *at, *colon;
+    struct tool_uri_spans sp;
+    const char *u;
     size_t len = 0;
     char *out;
 
@@ -101,21 +102,13 @@ bool tool_password(const char *sub, const char *file, const char **uri,
         return false;
     }
     u = *uri != NULL ? *uri : getenv("DLOCK_URI");
-    if (u == NULL || u[0] == '\0' || strstr(u, "://") == NULL ||
-        strncmp(u, "file:", 5) == 0) {
+    if (u == NULL || !tool_uri_spans(u, &sp) || strncmp(u, "file:", 5) == 0) {
         tool_err(sub, "%s: the URI (--uri or $DLOCK_URI) names no server "
                  "to give a password to", file ? "--password-file"
                                                : "DLOCK_PASSWORD");
         return false;
     }
-    auth = strstr(u, "://") + 3;
-    end = auth + strcspn(auth, "/?#");
-    at = NULL;
-    for (const char *p = auth; p < end; p++)
-        if (*p == '@')
-            at = p;
-    colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-    if (colon != NULL) {
+    if (sp.colon != SIZE_MAX) {
         tool_err(sub, "%s: the URI has a password already; give it in one "
                  "place", file ? "--password-file" : "DLOCK_PASSWORD");
         return false;
@@ -126,14 +119,14 @@ bool tool_password(const char *sub, const char *file, const char **uri,
         return false;
     }
     /* scheme://[user]:PASSWORD@rest */
-    len = (size_t)((at ? at : auth) - u);
+    len = sp.at != SIZE_MAX ? sp.at : sp.auth;
     memcpy(out, u, len);
     out[len++] = ':';
     out[len] = '\0';
     pct_append(out, &len, pw);
-    if (at == NULL)
+    if (sp.at == SIZE_MAX)
         out[len++] = '@';
-    strcpy(out + len, at ? at : auth);
+    strcpy(out + len, u + (sp.at != SIZE_MAX ? sp.at : sp.auth));
     explicit_bzero(pw, sizeof pw);
     *uri = *owned = out;
     return true;

@@ -55,6 +55,14 @@ int tool_pwfile_arg(const char *sub, int argc, char **argv, int *i,
  * unchanged. On error prints, returns false. */
 bool tool_password(const char *sub, const char *file, const char **uri,
                    char **owned);
+/* Where the parts of a URI's authority are, as offsets into it: the
+ * authority [auth, end) after "scheme://" (up to / ? or #), its last '@'
+ * and the first ':' before that '@' (SIZE_MAX when there is none): the
+ * password, if any, is (colon, at). False if the text has no "://". */
+struct tool_uri_spans {
+    size_t auth, end, at, colon;
+};
+bool tool_uri_spans(const char *uri, struct tool_uri_spans *s);
 /* Is argv[i] "--help" or "-h"? */
 bool tool_is_help(const char *arg);
 
