@@ -24,7 +24,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "exec_guard.h"
@@ -135,14 +134,6 @@ static void exec_help(void)
         "found.\n");
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Long options without a short form. */
 enum { OPT_URI = 256, OPT_LEASE, OPT_KILL_AFTER, OPT_VERBOSE, OPT_PWFILE };
 
@@ -189,7 +180,7 @@ static int acquire(dlock_client *c, dlock_lock *lk, const char *name,
 
     if (quiet || timeout_ms == 0 || !isatty(STDERR_FILENO))
         return dlock_acquire(lk, timeout_ms);
-    t0 = mono_ms();
+    t0 = guard_now_ms();
     rc = dlock_acquire(lk, 0);
     if (rc != DLOCK_EBUSY)
         return rc;
@@ -207,7 +198,7 @@ static int acquire(dlock_client *c, dlock_lock *lk, const char *name,
         fprintf(stderr, " (at most %.1f s)\n", (double)timeout_ms / 1000.0);
     if (timeout_ms == DLOCK_WAIT_FOREVER)
         return dlock_acquire(lk, DLOCK_WAIT_FOREVER);
-    spent = mono_ms() - t0;
+    spent = guard_now_ms() - t0;
     left = spent >= (int64_t)timeout_ms ? 0 : timeout_ms - (uint32_t)spent;
     return dlock_acquire(lk, left);
 }
@@ -704,7 +695,7 @@ static int exec_run(int argc, char **argv)
         code = tool_exit_for(rc);
         goto out;
     }
-    t0 = mono_ms();
+    t0 = guard_now_ms();
     rc = acquire(c, lk, name, timeout, quiet);
     if (rc != DLOCK_OK) {
         code = rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT ? (int)conflict
@@ -722,7 +713,7 @@ static int exec_run(int argc, char **argv)
         fprintf(stderr,
                 "dlock exec: getting lock took %.3f seconds\n"
                 "dlock exec: executing %s\n",
-                (double)(mono_ms() - t0) / 1000.0, argv[optind]);
+                (double)(guard_now_ms() - t0) / 1000.0, argv[optind]);
     catch_signals(&r);
     r.gs.argv = argv + optind;
     r.gs.kill_after_ms = kill_after;

@@ -57,7 +57,7 @@ const int guard_signals[GUARD_NSIGNALS] = {
 
 /* ---- helpers and /proc -------------------------------------------------- */
 
-static int64_t mono_ms(void)
+int64_t guard_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -321,10 +321,10 @@ static void escalate(struct guard *g, enum guard_phase to)
         return;
     g->phase = to;
     if (to == TERMINATING) {
-        g->kill_at = mono_ms() + g->s->kill_after_ms;
+        g->kill_at = guard_now_ms() + g->s->kill_after_ms;
         term_new(g);
     } else {
-        g->killing_since = mono_ms();
+        g->killing_since = guard_now_ms();
         signal_all(g, SIGKILL);
     }
 }
@@ -356,7 +356,7 @@ static bool finished(struct guard *g)
     /* Without /proc's children files the guard cannot name what is left;
      * give up a second after SIGKILL rather than wait for it forever. */
     return !g->can_list && g->phase == KILLING &&
-           mono_ms() - g->killing_since > 1000;
+           guard_now_ms() - g->killing_since > 1000;
 }
 
 static void read_commands(struct guard *g)
@@ -431,7 +431,7 @@ static void guard_loop(struct guard *g, int sigfd, int execfd)
         while (read(sigfd, &ssi, sizeof ssi) > 0)
             ;
         reap(g);
-        if (g->phase == TERMINATING && mono_ms() >= g->kill_at)
+        if (g->phase == TERMINATING && guard_now_ms() >= g->kill_at)
             escalate(g, KILLING);
         else if (g->phase == TERMINATING)
             term_new(g);

@@ -59,4 +59,7 @@ void guard_main(const struct guard_setup *s) __attribute__((noreturn));
  * Async-signal-safe. */
 int guard_descendants(pid_t root, pid_t *out, int cap);
 
+/* CLOCK_MONOTONIC in milliseconds (the guard's timers, and dlock exec's). */
+int64_t guard_now_ms(void);
+
 #endif
