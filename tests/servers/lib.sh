@@ -734,7 +734,7 @@ dlt_configure() { # KIND NODE...
 # picking and binding) is started again on fresh ports; for zk3 that means
 # the whole ensemble, as every member's config names every port.
 dlt_start_kind() { # KIND
-    local kind=$1 n i attempt rc node
+    local kind=$1 n i attempt rc node owner
     local run=$DLOCK_TEST_RUN_DIR
     n=$(dlt_kind_count "$kind")
     local -a nodes=() pending=() again=()
@@ -764,6 +764,17 @@ dlt_start_kind() { # KIND
                 dlt_log "$kind: port taken on $(basename "$node") (attempt $attempt), retrying on other ports"
                 again+=("$node")
                 [[ $kind != zk3 ]] || break
+                continue
+            fi
+            # A node that runs but never answered its probe (seen once in
+            # a TSan run: postgres logged "ready" and pg_isready never got
+            # an answer on its port) gets one more start on other ports,
+            # with its log kept, before the run gives up.
+            if ((rc == 1 && attempt == 1)) && [[ $kind != zk3 ]]; then
+                read -r owner _ <"$node/pid"
+                dlt_err "$kind: $(basename "$node") did not answer on 127.0.0.1:$(<"$node/port") within ${DLT_READY_TIMEOUT}s (pid $owner $(dlt_owns_port "$owner" "$(<"$node/port")" && echo owns || echo does not own) the port); restarting it on other ports"
+                dlt_log_tail "$node"
+                again+=("$node")
                 continue
             fi
             if ((rc == 1)); then
