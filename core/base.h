@@ -8,6 +8,7 @@
  *
  *   base.h      errors.c util.c retry.c
  *   uri.h       uri.c uri_params.c
+ *   module.h    module.c              server backends' modules: dlopen
  *   registry.h  registry.c            backends by scheme, modes by name
  *   watch.h     watch.c               epoll over the sessions' sockets
  *   pool.h      pool.c                sessions: checkout, pins, errors

@@ -1,8 +1,9 @@
 /*
  * registry.c: finding a backend by URI scheme, and its mode by name.
  * Backends registered at run time (out-of-tree ones, and the test suite's
- * fault shim) are tried first, then the built-in table meson generated
- * from the enabled options. Also the process-wide, reference-counted
+ * fault shim, and the modules loaded so far) are tried first, then the
+ * built-in table meson generated from the enabled options, then the module
+ * that serves the scheme is loaded (module.c) and registered. Also the process-wide, reference-counted
  * initialisation of every backend's client library, the default URI, and
  * the calls that need a backend's tables but no connection (the modes of a
  * URI, the bench floor).
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "module.h"
 #include "registry.h"
 
 #define REGISTRY_MAX 32
@@ -55,14 +57,63 @@ static const struct dlock_backend *find_locked(const char *scheme)
     return NULL;
 }
 
+static int add_locked(const struct dlock_backend *b);
+
+/* Call with registry_mutex held: the backend of scheme, loading the module
+ * that serves it the first time. On failure err says why (NULL *out with
+ * DLOCK_OK: no backend or module knows the scheme). */
+static int find_load_locked(const char *scheme,
+                            const struct dlock_backend **out, char *err,
+                            size_t errlen)
+{
+    const struct dlock__module *m;
+    const struct dlock_backend *b;
+    int rc;
+
+    if ((*out = find_locked(scheme)) != NULL ||
+        (m = dlock__module_for(scheme)) == NULL)
+        return DLOCK_OK;
+    if ((rc = dlock__module_load(m, &b, err, errlen)) != DLOCK_OK ||
+        (rc = dlock__backend_check(b, err, errlen)) != DLOCK_OK)
+        return rc;
+    if (!serves(b, scheme))
+        return dlock_errorf(err, errlen, DLOCK_ENOBACKEND,
+                            "the %s module serves %s://, not %s://", m->name,
+                            b->scheme, scheme);
+    if ((rc = add_locked(b)) != DLOCK_OK)
+        return dlock_errorf(err, errlen, rc,
+                            "the %s module: cannot register %s:// (%s)",
+                            m->name, b->scheme, dlock_strerror(rc));
+    *out = b;
+    return DLOCK_OK;
+}
+
+int dlock__backend_get(const char *scheme, const struct dlock_backend **out,
+                       char *err, size_t errlen)
+{
+    char list[256];
+    int rc;
+
+    pthread_mutex_lock(&registry_mutex);
+    rc = find_load_locked(scheme, out, err, errlen);
+    pthread_mutex_unlock(&registry_mutex);
+    if (rc != DLOCK_OK || *out != NULL)
+        return rc;
+    dlock__schemes_text(list, sizeof list);
+    return dlock_errorf(err, errlen, DLOCK_ENOBACKEND,
+                        "no backend for scheme '%.40s' in this build "
+                        "(built: %s)",
+                        scheme, list);
+}
+
 const struct dlock_backend *dlock_backend_find(const char *scheme)
 {
-    const struct dlock_backend *b;
+    const struct dlock_backend *b = NULL;
 
     if (scheme == NULL)
         return NULL;
     pthread_mutex_lock(&registry_mutex);
-    b = find_locked(scheme);
+    find_load_locked(scheme, &b, NULL, 0);
     pthread_mutex_unlock(&registry_mutex);
     return b;
 }
@@ -115,6 +166,25 @@ int dlock__backend_check(const struct dlock_backend *b, char *err,
     return DLOCK_OK;
 }
 
+/* Call with registry_mutex held: b is checked. A backend added after
+ * dlock_global_init() is initialised now, so every backend in use has
+ * been. */
+static int add_locked(const struct dlock_backend *b)
+{
+    int rc = DLOCK_OK;
+
+    if (nregistered == REGISTRY_MAX || find_locked(b->scheme) != NULL)
+        return DLOCK_EINVAL;
+    for (const char *const *a = b->aliases; a != NULL && *a != NULL; a++)
+        if (find_locked(*a) != NULL)
+            return DLOCK_EINVAL;
+    if (global_refs > 0 && b->global_init != NULL)
+        rc = b->global_init();
+    if (rc == DLOCK_OK)
+        registered[nregistered++] = b;
+    return rc;
+}
+
 int dlock_backend_register(const struct dlock_backend *b)
 {
     int rc = dlock__backend_check(b, NULL, 0);
@@ -122,21 +192,7 @@ int dlock_backend_register(const struct dlock_backend *b)
     if (rc != DLOCK_OK)
         return rc;
     pthread_mutex_lock(&registry_mutex);
-    if (nregistered == REGISTRY_MAX || find_locked(b->scheme) != NULL) {
-        rc = DLOCK_EINVAL;
-    } else {
-        for (const char *const *a = b->aliases; a != NULL && *a != NULL; a++)
-            if (find_locked(*a) != NULL)
-                rc = DLOCK_EINVAL;
-    }
-    if (rc == DLOCK_OK) {
-        /* A backend registered after dlock_global_init() is initialised
-         * now, so every backend in use has been. */
-        if (global_refs > 0 && b->global_init != NULL)
-            rc = b->global_init();
-        if (rc == DLOCK_OK)
-            registered[nregistered++] = b;
-    }
+    rc = add_locked(b);
     pthread_mutex_unlock(&registry_mutex);
     return rc;
 }
@@ -146,6 +202,11 @@ size_t dlock_backend_schemes(const char **out, size_t cap)
     size_t n = 0;
 
     pthread_mutex_lock(&registry_mutex);
+    /* Every module that can be loaded is, so the list is what works. */
+    for (const struct dlock__module *m = dlock__modules; m->name != NULL; m++) {
+        const struct dlock_backend *b;
+        find_load_locked(m->schemes[0], &b, NULL, 0);
+    }
     for (size_t i = 0; i < nregistered; i++, n++)
         if (out != NULL && n < cap)
             out[n] = registered[i]->scheme;
@@ -213,22 +274,30 @@ int dlock__mode_pick(const struct dlock_backend *b, const struct dlock_uri *u,
 
 /* ---- global set-up ----------------------------------------------------------- */
 
+/* The i-th backend known: registered ones (modules among them), then the
+ * built-in ones; NULL past the end. Call with registry_mutex held. */
+static const struct dlock_backend *nth_locked(size_t i)
+{
+    if (i < nregistered)
+        return registered[i];
+    return dlock__builtin[i - nregistered];
+}
+
 int dlock_global_init(void)
 {
+    const struct dlock_backend *b;
     int rc = DLOCK_OK;
     size_t i;
 
     pthread_mutex_lock(&registry_mutex);
     if (global_refs++ == 0) {
-        for (i = 0; dlock__builtin[i] != NULL; i++) {
-            const struct dlock_backend *b = dlock__builtin[i];
+        for (i = 0; (b = nth_locked(i)) != NULL; i++)
             if (b->global_init != NULL && (rc = b->global_init()) != DLOCK_OK)
                 break;
-        }
         if (rc != DLOCK_OK) {
             while (i-- > 0)
-                if (dlock__builtin[i]->global_cleanup != NULL)
-                    dlock__builtin[i]->global_cleanup();
+                if (nth_locked(i)->global_cleanup != NULL)
+                    nth_locked(i)->global_cleanup();
             global_refs = 0;
         }
     }
@@ -240,12 +309,10 @@ void dlock_global_shutdown(void)
 {
     pthread_mutex_lock(&registry_mutex);
     if (global_refs > 0 && --global_refs == 0) {
-        for (size_t i = 0; i < nregistered; i++)
-            if (registered[i]->global_cleanup != NULL)
-                registered[i]->global_cleanup();
-        for (size_t i = 0; dlock__builtin[i] != NULL; i++)
-            if (dlock__builtin[i]->global_cleanup != NULL)
-                dlock__builtin[i]->global_cleanup();
+        const struct dlock_backend *b;
+        for (size_t i = 0; (b = nth_locked(i)) != NULL; i++)
+            if (b->global_cleanup != NULL)
+                b->global_cleanup();
     }
     pthread_mutex_unlock(&registry_mutex);
 }
@@ -313,7 +380,7 @@ int dlock__uri_lookup(const char *uri, struct dlock_uri **u,
                       const struct dlock_backend **b,
                       const struct dlock_mode **m, char *err, size_t errlen)
 {
-    char text[DLOCK__URI_MAX + 1], list[256];
+    char text[DLOCK__URI_MAX + 1];
     int rc;
 
     *u = NULL;
@@ -322,15 +389,9 @@ int dlock__uri_lookup(const char *uri, struct dlock_uri **u,
         rc = dlock__uri_parse(u, text, strlen(text), err, errlen);
     if (rc != DLOCK_OK)
         return rc;
-    *b = dlock_backend_find((*u)->scheme);
-    if (*b == NULL) {
-        dlock__schemes_text(list, sizeof list);
-        rc = dlock_errorf(err, errlen, DLOCK_ENOBACKEND,
-                          "no backend for scheme '%s' in this build "
-                          "(built: %s)",
-                          (*u)->scheme, list);
-    } else if ((rc = dlock__uri_check_params(*u, (*b)->params, err,
-                                             errlen)) == DLOCK_OK) {
+    rc = dlock__backend_get((*u)->scheme, b, err, errlen);
+    if (rc == DLOCK_OK && (rc = dlock__uri_check_params(*u, (*b)->params, err,
+                                                        errlen)) == DLOCK_OK) {
         rc = dlock__mode_pick(*b, *u, m, err, errlen);
     }
     if (rc != DLOCK_OK) {

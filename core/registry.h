@@ -12,6 +12,14 @@ extern const struct dlock_backend *const dlock__builtin[];
 extern const char dlock__default_uri[];
 extern const char dlock__version[];
 
+/*
+ * The backend of a URI scheme: registered, built in, or from the module
+ * that serves it (loaded now, the first time). DLOCK_ENOBACKEND with err
+ * saying which module or package is missing, or which schemes exist.
+ */
+int dlock__backend_get(const char *scheme, const struct dlock_backend **out,
+                       char *err, size_t errlen);
+
 /* Check a table (and each of its modes): err says what is wrong. */
 int dlock__backend_check(const struct dlock_backend *b, char *err,
                          size_t errlen);

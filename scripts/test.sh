@@ -62,8 +62,9 @@ for v in $variants; do
     total_ok=$((total_ok + ok)) total_fail=$((total_fail + fail))
     total_skip=$((total_skip + skip))
     if [ "$v" = plain ]; then
-        say "plain: meson install, then build programs against it with pkg-config"
-        if bash tests/install/check.sh "$dir"; then
+        say "plain: meson install, then build programs against it with pkg-config, and reach redis through the installed module"
+        if tests/servers/with-servers.sh redis -- \
+                bash tests/install/check.sh "$dir"; then
             total_ok=$((total_ok + 1))
         else
             total_fail=$((total_fail + 1)) status=1

@@ -191,7 +191,10 @@ static void usage(FILE *f)
     fprintf(f,
             "\n`dlock COMMAND --help` describes one command.\n"
             "The URI comes from --uri, else $DLOCK_URI, else a file:// "
-            "directory\nin the user's runtime directory.\n");
+            "directory\nin the user's runtime directory.\n"
+            "Server backends are modules the library loads when a URI "
+            "names one;\n$DLOCK_MODULE_DIR, if set, is where they are "
+            "looked for.\n");
 }
 
 int main(int argc, char **argv)

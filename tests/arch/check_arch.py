@@ -13,7 +13,11 @@
 - No backend switches on its mode: modes are objects (backend.h).
 - Only dlock_* is exported: every global symbol of libdlock.a starts with
   dlock_ (dlock__ for what core's and a backend's files share), and the
-  shared library exports dlock_* but no dlock__*.
+  shared library exports dlock_* but no dlock__*, each under the version
+  node DLOCK_0 (core/dlock.map).
+- Backends as modules (when the build has them): libdlock.so needs no
+  server's client library, and each dlock-<name>.so exports only its
+  entry point, dlock_module_backend.
 
 Prints each violation and exits 1 if there is one.
 """
@@ -168,6 +172,31 @@ else:
             if parts[1] in "TDBRV" and ours(sym) and (
                     not sym.startswith("dlock_") or sym.startswith("dlock__")):
                 fail(f"{os.path.basename(so)} exports {sym}")
+            elif parts[1] in "TDBRV" and ours(sym) and \
+                    not parts[2].endswith("@@DLOCK_0"):
+                fail(f"{os.path.basename(so)}: {parts[2]} is not under the "
+                     "version node DLOCK_0 (core/dlock.map)")
+        modules = sorted(f for f in os.listdir(build)
+                         if re.fullmatch(r"dlock-[a-z0-9]+\.so", f))
+        needed = subprocess.run(["readelf", "-d", so], capture_output=True,
+                                text=True, check=True).stdout
+        for lib in re.findall(r"Shared library: \[([^]]+)\]", needed):
+            if modules and any(c in lib for c in ("hiredis", "zookeeper",
+                                                  "libpq", "mariadb",
+                                                  "mysqlclient")):
+                fail(f"{os.path.basename(so)} needs {lib}: a server "
+                     "backend's client library belongs in its module")
+        for m in modules:
+            out = subprocess.run(["nm", "-D", "--defined-only",
+                                  os.path.join(build, m)],
+                                 capture_output=True, text=True,
+                                 check=True).stdout
+            for line in out.splitlines():
+                parts = line.split()
+                if len(parts) == 3 and parts[1] in "TDBRV" and \
+                        ours(parts[2]) and parts[2] != "dlock_module_backend":
+                    fail(f"{m} exports {parts[2]} (only "
+                         "dlock_module_backend)")
 
 for p in problems:
     print("arch:", p)

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # check.sh BUILDDIR: `meson install` into a scratch prefix, then build a
-# program with `pkg-config --cflags --libs dlock` (shared) and
-# `--static` against it, and run both on a file:// lock.
+# program with `pkg-config --cflags --libs dlock` (shared) and against
+# libdlock.a with Libs.private, and run both on a file:// lock. Checks that
+# dlock.pc gives consumers only the public header's include directory, and
+# (when the build has backend modules) that the installed libdlock.so needs
+# no server's client library. With DLOCK_TEST_REDIS_URI set (run it under
+# tests/servers/with-servers.sh redis), the installed `dlock` reaches Redis
+# through its installed module, says which package to install when the
+# module is missing, and the static program reaches it with no module.
 set -euo pipefail
 build=${1:?usage: check.sh BUILDDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,16 +26,49 @@ test -f "$root/share/man/man1/dlock.1" || { echo "install check: no dlock(1)"; e
 test -f "$root/share/man/man3/dlock.3" || { echo "install check: no dlock(3)"; exit 1; }
 test -f "$root/share/bash-completion/completions/dlock" ||
     { echo "install check: no bash completion"; exit 1; }
+cflags=$(pkg-config --cflags dlock)
+case $cflags in
+*-D*|*hiredis*|*postgresql*|*mariadb*|*mysql*)
+    echo "install check: dlock.pc leaks into consumers: Cflags: $cflags"; exit 1 ;;
+esac
+libdir=$(pkg-config --variable=libdir dlock)
 cc -std=c11 -Wall -Wextra -Werror "$here/consumer.c" -o "$dest/consumer" \
-    $(pkg-config --cflags --libs dlock) -Wl,-rpath,"$(pkg-config --variable=libdir dlock)"
+    $cflags $(pkg-config --libs dlock) -Wl,-rpath,"$libdir"
 "$dest/consumer" "file://$dest/locks"
-# The archive, with its dependencies (Requires.private) linked as shared
-# libraries: Debian ships no static libpq dependencies (libpgcommon,
-# libpgport), so a fully static link is not what users here can do.
-deps=$(pkg-config --print-requires-private dlock | awk '{print $1}')
+# The archive holds every backend, so a static program needs no module;
+# its client libraries (Libs.private) link as shared ones: Debian ships no
+# static libpq dependencies (libpgcommon, libpgport).
 own=$(sed -n 's/^Libs.private: //p' "$pcdir/dlock.pc")
 cc -std=c11 "$here/consumer.c" -o "$dest/consumer-static" \
-    $(pkg-config --cflags dlock) "$(pkg-config --variable=libdir dlock)/libdlock.a" \
-    $(pkg-config --libs $deps) $own
+    $cflags "$libdir/libdlock.a" $own
 "$dest/consumer-static" "file://$dest/locks2"
 echo "install check: shared and static consumers ran"
+
+moddir=$libdir/dlock/modules
+if ! ls "$moddir"/dlock-*.so >/dev/null 2>&1; then
+    echo "install check: no backend modules (built with -Dmodules=false)"
+    exit 0
+fi
+needs=$(ldd "$libdir/libdlock.so.0" | awk '{print $1}' | tr '\n' ' ')
+case $needs in
+*hiredis*|*zookeeper*|*libpq*|*mariadb*|*mysqlclient*)
+    echo "install check: libdlock.so needs a client library: $needs"; exit 1 ;;
+esac
+echo "install check: libdlock.so needs $needs; modules: $(cd "$moddir" && echo dlock-*.so)"
+[ -n "${DLOCK_TEST_REDIS_URI:-}" ] || exit 0
+[ -f "$moddir/dlock-redis.so" ] || { echo "install check: no dlock-redis.so"; exit 1; }
+run() { LD_LIBRARY_PATH=$libdir "$root/bin/dlock" "$@"; }
+DLOCK_MODULE_DIR=$moddir run info --uri "$DLOCK_TEST_REDIS_URI" >"$dest/info" 2>&1 ||
+    { cat "$dest/info"; echo "install check: dlock info through the module failed"; exit 1; }
+grep -q '^backend: *redis' "$dest/info" ||
+    { cat "$dest/info"; echo "install check: info did not reach redis"; exit 1; }
+rc=0
+DLOCK_MODULE_DIR=$dest/none run info --uri "$DLOCK_TEST_REDIS_URI" >"$dest/info" 2>&1 || rc=$?
+if [ $rc != 64 ] || ! grep -q 'libdlock0-redis' "$dest/info"; then
+    cat "$dest/info"
+    echo "install check: a missing module gave exit $rc (expected 64, naming libdlock0-redis)"
+    exit 1
+fi
+DLOCK_MODULE_DIR=$dest/none "$dest/consumer-static" "$DLOCK_TEST_REDIS_URI" >/dev/null ||
+    { echo "install check: the static program could not reach redis"; exit 1; }
+echo "install check: redis:// through the installed module; a missing module names its package; the static program needs none"
