@@ -2,9 +2,11 @@
  * bench_report.c: what `dlock bench` prints and writes from its figures:
  * the speed goals, the text table, Markdown for docs/tradeoffs.md, JSON
  * (json-c) with every figure and the machine's description, and an SVG
- * chart written by hand (it is simple XML).
+ * chart written by hand (it is simple XML). It also reads that JSON back,
+ * so that `dlock bench --from-json` redraws all of it without measuring.
  *
- * Divisions: the machine; the goals; the text table; Markdown; JSON; SVG.
+ * Divisions: the machine; the goals; the text table; Markdown; JSON;
+ * reading the JSON back; SVG.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,13 +22,6 @@
 
 /* ---- the machine ---------------------------------------------------------------- */
 
-struct machine {
-    char sysname[65], release[65], arch[65];
-    char cpu_model[128];
-    long nproc;
-    char cpuidle_driver[64], cpuidle_governor[64];
-};
-
 /* The first line of a small file, without its newline; "" if unreadable. */
 static void read_line(const char *path, char *out, size_t cap)
 {
@@ -41,7 +36,7 @@ static void read_line(const char *path, char *out, size_t cap)
     fclose(f);
 }
 
-static void machine_describe(struct machine *m)
+void bench_machine_describe(struct bench_machine *m)
 {
     struct utsname u;
     char line[256];
@@ -184,18 +179,17 @@ static const char *label_of(const struct bench_result *r, char *buf,
 
 void bench_print_table(const struct bench_run *run)
 {
-    struct machine m;
+    const struct bench_machine *m = &run->machine;
     char a[32], b[32], c[32], d[32], e[32], caps[256];
     bool any;
 
-    machine_describe(&m);
     printf("dlock bench %s, %s: %.1fs per workload, warm-up %.1fs per URI\n",
-           dlock_version(), run->date, run->duration_ms / 1e3,
+           run->version, run->date, run->duration_ms / 1e3,
            run->warmup_ms / 1e3);
-    printf("machine: %s %s %s, %s, %ld CPUs, cpuidle %s/%s\n", m.sysname,
-           m.release, m.arch, m.cpu_model[0] ? m.cpu_model : "unknown CPU",
-           m.nproc, m.cpuidle_driver[0] ? m.cpuidle_driver : "none",
-           m.cpuidle_governor[0] ? m.cpuidle_governor : "none");
+    printf("machine: %s %s %s, %s, %ld CPUs, cpuidle %s/%s\n", m->sysname,
+           m->release, m->arch, m->cpu_model[0] ? m->cpu_model : "unknown CPU",
+           m->nproc, m->cpuidle_driver[0] ? m->cpuidle_driver : "none",
+           m->cpuidle_governor[0] ? m->cpuidle_governor : "none");
     printf("cpu idle latency: %s\n\n", run->steady_note);
     for (size_t i = 0; i < run->n; i++) {
         const struct bench_result *r = &run->r[i];
@@ -372,17 +366,16 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
     FILE *f = fopen(path, "w");
     bool speed = run->workloads & (WL_UNCONTENDED | WL_FLOOR | WL_CONTENDED);
     bool many = run->workloads & WL_MANY;
-    struct machine m;
+    const struct bench_machine *m = &run->machine;
     char lab[128];
 
     if (f == NULL)
         return -1;
-    machine_describe(&m);
     fprintf(f, "Measured %s with dlock %s on %s %s, %s, %ld CPUs, cpuidle "
                "%s; %.1f s per workload",
-            run->date, dlock_version(), m.sysname, m.release,
-            m.cpu_model[0] ? m.cpu_model : "unknown CPU", m.nproc,
-            m.cpuidle_driver[0] ? m.cpuidle_driver : "none",
+            run->date, run->version, m->sysname, m->release,
+            m->cpu_model[0] ? m->cpu_model : "unknown CPU", m->nproc,
+            m->cpuidle_driver[0] ? m->cpuidle_driver : "none",
             run->duration_ms / 1e3);
     if (run->warmup_ms > 0)
         fprintf(f, " after a %.1f s warm-up per URI", run->warmup_ms / 1e3);
@@ -503,6 +496,11 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
 }
 
 /* ---- JSON ---------------------------------------------------------------------------- */
+
+/* The JSON names of the WL_* bits, in bit order. */
+#define WL_COUNT 4
+static const char *const wl_names[WL_COUNT] = {"uncontended", "floor",
+                                               "contended", "many"};
 
 static json_object *jlat(const struct bench_lat *l)
 {
@@ -677,26 +675,25 @@ static json_object *jresult(const struct bench_result *r)
 int bench_write_json(const struct bench_run *run, const char *path)
 {
     json_object *root = json_object_new_object(), *mo, *po, *arr;
-    struct machine m;
+    const struct bench_machine *m = &run->machine;
     int rc;
 
-    machine_describe(&m);
     json_c_set_serialization_double_format("%.6g", JSON_C_OPTION_THREAD);
     json_object_object_add(root, "dlock_version",
-                           json_object_new_string(dlock_version()));
+                           json_object_new_string(run->version));
     json_object_object_add(root, "date", json_object_new_string(run->date));
     mo = json_object_new_object();
-    json_object_object_add(mo, "sysname", json_object_new_string(m.sysname));
-    json_object_object_add(mo, "release", json_object_new_string(m.release));
-    json_object_object_add(mo, "arch", json_object_new_string(m.arch));
-    json_object_object_add(mo, "cpu_model", json_object_new_string(m.cpu_model));
-    json_object_object_add(mo, "nproc", json_object_new_int64(m.nproc));
+    json_object_object_add(mo, "sysname", json_object_new_string(m->sysname));
+    json_object_object_add(mo, "release", json_object_new_string(m->release));
+    json_object_object_add(mo, "arch", json_object_new_string(m->arch));
+    json_object_object_add(mo, "cpu_model", json_object_new_string(m->cpu_model));
+    json_object_object_add(mo, "nproc", json_object_new_int64(m->nproc));
     json_object_object_add(mo, "cpuidle_driver",
-                           m.cpuidle_driver[0] ? json_object_new_string(m.cpuidle_driver)
+                           m->cpuidle_driver[0] ? json_object_new_string(m->cpuidle_driver)
                                                : NULL);
     json_object_object_add(mo, "cpuidle_governor",
-                           m.cpuidle_governor[0]
-                               ? json_object_new_string(m.cpuidle_governor)
+                           m->cpuidle_governor[0]
+                               ? json_object_new_string(m->cpuidle_governor)
                                : NULL);
     json_object_object_add(mo, "cpu_dma_latency_held",
                            json_object_new_boolean(run->steady));
@@ -710,10 +707,9 @@ int bench_write_json(const struct bench_run *run, const char *path)
                                                ? json_object_new_int64(run->lease_ms)
                                                : NULL);
     arr = json_object_new_array();
-    static const char *const wl[] = {"uncontended", "floor", "contended", "many"};
-    for (unsigned i = 0; i < 4; i++)
+    for (unsigned i = 0; i < WL_COUNT; i++)
         if (run->workloads & (1u << i))
-            json_object_array_add(arr, json_object_new_string(wl[i]));
+            json_object_array_add(arr, json_object_new_string(wl_names[i]));
     json_object_object_add(po, "workloads", arr);
     json_object *gl = json_object_new_object();
     json_object_object_add(gl, "uncontended_vs_floor_max",
@@ -737,6 +733,232 @@ int bench_write_json(const struct bench_run *run, const char *path)
                                      JSON_C_TO_STRING_NOSLASHESCAPE);
     json_object_put(root);
     return rc == 0 ? 0 : -1;
+}
+
+/* ---- reading the JSON back ------------------------------------------------------------ */
+
+/* Member key of o; NULL when o is not an object, lacks key, or it is null. */
+static json_object *jat(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+
+    if (!json_object_is_type(o, json_type_object) ||
+        !json_object_object_get_ex(o, key, &v))
+        return NULL;
+    return v;
+}
+
+static double jdbl(json_object *o, const char *key)
+{
+    return json_object_get_double(jat(o, key));
+}
+
+static uint64_t ju64(json_object *o, const char *key)
+{
+    int64_t v = json_object_get_int64(jat(o, key));
+
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+/* A string member into out; "" when it is absent or not a string. */
+static void jstr(json_object *o, const char *key, char *out, size_t cap)
+{
+    json_object *v = jat(o, key);
+
+    snprintf(out, cap, "%s", json_object_is_type(v, json_type_string)
+                                 ? json_object_get_string(v)
+                                 : "");
+}
+
+/* An array member, with its length in *n; NULL and 0 if none. */
+static json_object *jarr(json_object *o, const char *key, size_t *n)
+{
+    json_object *v = jat(o, key);
+
+    if (!json_object_is_type(v, json_type_array)) {
+        *n = 0;
+        return NULL;
+    }
+    *n = json_object_array_length(v);
+    return v;
+}
+
+static void jlat_read(json_object *o, struct bench_lat *l)
+{
+    l->n = ju64(o, "cycles");
+    l->seconds = jdbl(o, "seconds");
+    l->per_s = jdbl(o, "per_s");
+    l->min = ju64(o, "min_ns");
+    l->p50 = ju64(o, "p50_ns");
+    l->p99 = ju64(o, "p99_ns");
+    l->p999 = ju64(o, "p999_ns");
+    l->max = ju64(o, "max_ns");
+    l->mean = jdbl(o, "mean_ns");
+}
+
+/* The inverse of jstatus(): "measured", "error" and "error_code". */
+static void jstatus_read(json_object *o, struct bench_status *st)
+{
+    json_object *code = jat(o, "error_code");
+
+    st->ran = json_object_get_boolean(jat(o, "measured"));
+    st->rc = DLOCK_OK;
+    jstr(o, "error", st->msg, sizeof st->msg);
+    if (st->ran || code == NULL)
+        return;
+    /* The JSON keeps dlock_err_name(rc); codes are small negatives. */
+    st->rc = DLOCK_ERROR;
+    for (int c = -1; c > -100; c--)
+        if (strcmp(dlock_err_name(c), json_object_get_string(code)) == 0)
+            st->rc = c;
+}
+
+static void jresult_read(json_object *o, struct bench_result *r)
+{
+    json_object *w, *arr;
+    size_t n;
+
+    jstr(o, "uri", r->uri, sizeof r->uri);
+    jstr(o, "scheme", r->scheme, sizeof r->scheme);
+    jstr(o, "mode", r->mode, sizeof r->mode);
+    r->have_info = r->scheme[0] != '\0' && r->mode[0] != '\0';
+    arr = jarr(o, "caps", &n);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = json_object_get_string(
+            json_object_array_get_idx(arr, i));
+        for (uint32_t bit = 1; bit != 0 && dlock_cap_name(bit) != NULL;
+             bit <<= 1)
+            if (name != NULL && strcmp(dlock_cap_name(bit), name) == 0)
+                r->caps |= bit;
+    }
+    r->open.ran = json_object_get_boolean(jat(o, "reachable"));
+    if (!r->open.ran) {
+        jstatus_read(o, &r->open);
+        return;
+    }
+
+    w = jat(o, "uncontended");
+    jstatus_read(w, &r->unc_st);
+    jlat_read(w, &r->unc);
+    r->rounds = (unsigned)ju64(w, "rounds");
+
+    w = jat(o, "floor");
+    jstatus_read(w, &r->floor_st);
+    jlat_read(w, &r->floor);
+    if (jat(w, "available") != NULL &&
+        !json_object_get_boolean(jat(w, "available")))
+        r->floor_st.rc = DLOCK_EUNSUPPORTED;
+    r->floor_ratio = jdbl(w, "dlock_p50_over_floor_p50");
+
+    w = jat(o, "contended");
+    jstatus_read(w, &r->con_st);
+    r->workers = (unsigned)ju64(w, "workers");
+    r->con_seconds = jdbl(w, "seconds");
+    r->acquisitions = ju64(w, "acquisitions");
+    r->acq_per_s = jdbl(w, "acquisitions_per_s");
+    r->handoffs = ju64(w, "handoffs");
+    r->handoffs_per_s = jdbl(w, "handoffs_per_s");
+    jlat_read(jat(w, "handoff_latency"), &r->handoff);
+    r->timeouts = ju64(w, "acquire_timeouts");
+    r->overlaps = ju64(w, "overlaps");
+    arr = jarr(w, "acquisitions_per_worker", &n);
+    if (r->workers > n)
+        r->workers = (unsigned)n; /* never more than the figures given */
+    if (r->workers > BENCH_MAX_WORKERS)
+        r->workers = BENCH_MAX_WORKERS;
+    for (unsigned i = 0; i < r->workers; i++)
+        r->per_worker[i] = (uint64_t)json_object_get_int64(
+            json_object_array_get_idx(arr, i));
+    r->fair_min = ju64(jat(w, "fairness"), "min");
+    r->fair_max = ju64(jat(w, "fairness"), "max");
+    r->fair_mean = jdbl(jat(w, "fairness"), "mean");
+    r->fair_stddev = jdbl(jat(w, "fairness"), "stddev");
+    r->fair_jain = jdbl(jat(w, "fairness"), "jain_index");
+
+    w = jat(o, "many_locks");
+    jstatus_read(w, &r->many_st);
+    r->locks = (unsigned long)ju64(w, "locks");
+    if (ju64(w, "locks_asked") > r->locks)
+        r->locks_asked = (unsigned long)ju64(w, "locks_asked");
+    r->lease_ms = (uint32_t)ju64(w, "lease_ms");
+    r->many_seconds = jdbl(w, "seconds");
+    r->acquire_all_s = jdbl(w, "acquire_all_s");
+    r->release_all_s = jdbl(w, "release_all_s");
+    r->renew_expected_per_s = jdbl(w, "renewals_expected_per_s");
+    r->renew_observable = jat(w, "renewals_observed") != NULL;
+    r->renewals_observed = ju64(w, "renewals_observed");
+    r->renew_observed_per_s = r->renew_observable
+                                  ? jdbl(w, "renewals_observed_per_s")
+                                  : -1;
+    jstr(w, "renewals_method", r->renew_method, sizeof r->renew_method);
+    r->wd_cpu_s = jdbl(w, "watchdog_cpu_s");
+    r->wd_cpu_pct = jdbl(w, "watchdog_cpu_pct_of_one_core");
+    r->main_cpu_s = jdbl(w, "main_thread_cpu_s");
+    r->rss_delta = json_object_get_int64(jat(w, "rss_delta_bytes"));
+    r->bytes_per_lock = jdbl(w, "bytes_per_lock");
+    r->lost = (unsigned long)ju64(w, "lost");
+}
+
+int bench_read_json(struct bench_run *run, const char *path, char *err,
+                    size_t errlen)
+{
+    json_object *root, *mo, *po, *arr, *arr2;
+    size_t n, nw;
+
+    memset(run, 0, sizeof *run);
+    if ((root = json_object_from_file(path)) == NULL) {
+        const char *why = json_util_get_last_err();
+        snprintf(err, errlen, "%s", why != NULL ? why : "unreadable");
+        err[strcspn(err, "\n")] = '\0';
+        return -1;
+    }
+    arr = jarr(root, "results", &n);
+    po = jat(root, "parameters");
+    if (arr == NULL || po == NULL) {
+        snprintf(err, errlen, "not the JSON of `dlock bench --json` (no "
+                              "\"results\" or \"parameters\")");
+        json_object_put(root);
+        return -1;
+    }
+    if (n > BENCH_MAX_URIS) {
+        snprintf(err, errlen, "%zu results; at most %d", n, BENCH_MAX_URIS);
+        json_object_put(root);
+        return -1;
+    }
+    jstr(root, "dlock_version", run->version, sizeof run->version);
+    jstr(root, "date", run->date, sizeof run->date);
+    mo = jat(root, "machine");
+    jstr(mo, "sysname", run->machine.sysname, sizeof run->machine.sysname);
+    jstr(mo, "release", run->machine.release, sizeof run->machine.release);
+    jstr(mo, "arch", run->machine.arch, sizeof run->machine.arch);
+    jstr(mo, "cpu_model", run->machine.cpu_model,
+         sizeof run->machine.cpu_model);
+    run->machine.nproc = (long)ju64(mo, "nproc");
+    jstr(mo, "cpuidle_driver", run->machine.cpuidle_driver,
+         sizeof run->machine.cpuidle_driver);
+    jstr(mo, "cpuidle_governor", run->machine.cpuidle_governor,
+         sizeof run->machine.cpuidle_governor);
+    run->steady = json_object_get_boolean(jat(mo, "cpu_dma_latency_held"));
+    snprintf(run->steady_note, sizeof run->steady_note, "%s (from %s)",
+             run->steady ? "held at 0 us" : "not held", path);
+    run->duration_ms = (uint32_t)ju64(po, "duration_ms");
+    run->warmup_ms = (uint32_t)ju64(po, "warmup_ms");
+    run->workers = (unsigned long)ju64(po, "workers");
+    run->locks = (unsigned long)ju64(po, "locks");
+    run->lease_ms = (uint32_t)ju64(po, "lease_ms");
+    arr2 = jarr(po, "workloads", &nw);
+    for (size_t i = 0; i < nw; i++) {
+        const char *name = json_object_get_string(
+            json_object_array_get_idx(arr2, i));
+        for (unsigned k = 0; k < WL_COUNT; k++)
+            if (name != NULL && strcmp(name, wl_names[k]) == 0)
+                run->workloads |= 1u << k;
+    }
+    run->n = n;
+    for (size_t i = 0; i < n; i++)
+        jresult_read(json_object_array_get_idx(arr, i), &run->r[i]);
+    json_object_put(root);
+    return 0;
 }
 
 /* ---- SVG ----------------------------------------------------------------------------- */
@@ -826,7 +1048,7 @@ int bench_write_svg(const struct bench_run *run, const char *path)
     struct series thr[3] = {{"dlock uncontended ops/s", "#3b6ea5", {0}},
                             {"floor ops/s", "#9bb8d9", {0}},
                             {"contended hand-offs/s", "#d08a2e", {0}}};
-    struct machine m;
+    const struct bench_machine *m = &run->machine;
     FILE *f;
     int h, y;
 
@@ -843,7 +1065,6 @@ int bench_write_svg(const struct bench_run *run, const char *path)
     h = 60 + 2 * (40 + (int)run->n * (18 + 3 * (SVG_BAR_H + SVG_GAP) + 8)) + 20;
     if ((f = fopen(path, "w")) == NULL)
         return -1;
-    machine_describe(&m);
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
                "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n",
             SVG_W, h, SVG_W, h);
@@ -854,13 +1075,13 @@ int bench_write_svg(const struct bench_run *run, const char *path)
                ".note{font-size:11px;fill:#555}</style>\n");
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"10\" y=\"20\" class=\"title\">dlock bench %s, ",
-            dlock_version());
+            run->version);
     xml_text(f, run->date);
     fprintf(f, "</text>\n<text x=\"10\" y=\"38\" class=\"note\">");
-    fprintf(f, "%s %s, ", m.sysname, m.release);
-    xml_text(f, m.cpu_model);
-    fprintf(f, ", %ld CPUs, cpuidle ", m.nproc);
-    xml_text(f, m.cpuidle_driver[0] ? m.cpuidle_driver : "none");
+    fprintf(f, "%s %s, ", m->sysname, m->release);
+    xml_text(f, m->cpu_model);
+    fprintf(f, ", %ld CPUs, cpuidle ", m->nproc);
+    xml_text(f, m->cpuidle_driver[0] ? m->cpuidle_driver : "none");
     fprintf(f, "; %.1f s per workload, %lu contending processes</text>\n",
             run->duration_ms / 1e3, run->workers);
     y = svg_panel(f, 50, "p50 latency (µs, shorter is faster)", "µs", run,

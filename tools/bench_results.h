@@ -1,12 +1,14 @@
 /*
  * bench_results.h: the figures `dlock bench` measures, shared by
  * cmd_bench.c (which measures them) and bench_report.c (which prints the
- * table, the goals, Markdown, JSON and the SVG chart).
+ * table, the goals, Markdown, JSON and the SVG chart, and reads the JSON
+ * back for `dlock bench --from-json`).
  */
 #ifndef DLOCK_BENCH_RESULTS_H
 #define DLOCK_BENCH_RESULTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define BENCH_MAX_URIS 16
@@ -83,11 +85,21 @@ struct bench_result {
     bool renew_observable;
     uint64_t renewals_observed;
     double renew_observed_per_s;
-    const char *renew_method; /* how the figures were obtained */
+    char renew_method[256]; /* how the figures were obtained */
     unsigned long lost;
     double wd_cpu_s, wd_cpu_pct, main_cpu_s;
     int64_t rss_delta;
     double bytes_per_lock;
+};
+
+/* The machine a run was measured on: described when the run starts, or
+ * read back with the figures, so that a chart redrawn later names the
+ * machine that measured it. */
+struct bench_machine {
+    char sysname[65], release[65], arch[65];
+    char cpu_model[128];
+    long nproc;
+    char cpuidle_driver[64], cpuidle_governor[64];
 };
 
 struct bench_run {
@@ -100,8 +112,10 @@ struct bench_run {
     char steady_note[96];
     unsigned long workers, locks;
     unsigned workloads;
-    /* when */
+    /* when, with what, where */
     char date[40];
+    char version[32]; /* dlock_version() of the run */
+    struct bench_machine machine;
     /* results */
     size_t n;
     struct bench_result r[BENCH_MAX_URIS];
@@ -119,9 +133,14 @@ void bench_goal_handoff(const struct bench_result *r, struct bench_goal *g);
 void bench_goal_watchdog(const struct bench_result *r, struct bench_goal *g);
 
 /* bench_report.c */
+void bench_machine_describe(struct bench_machine *m);
 void bench_print_table(const struct bench_run *run);
 int bench_write_markdown(const struct bench_run *run, const char *path);
 int bench_write_json(const struct bench_run *run, const char *path);
 int bench_write_svg(const struct bench_run *run, const char *path);
+/* Fill *run from the JSON bench_write_json() wrote. -1 with a message in
+ * err when the file cannot be read or is not a bench's JSON. */
+int bench_read_json(struct bench_run *run, const char *path, char *err,
+                    size_t errlen);
 
 #endif

@@ -23,6 +23,9 @@
  *                watchdog, and any client-library thread) as % of one core,
  *                resident memory per held lock, and renewals per second.
  *
+ * With --from-json it measures nothing: it reads a run's --json back and
+ * prints or writes the reports from those figures.
+ *
  * Divisions: options; the worker role; the workloads; the driver.
  */
 #include <errno.h>
@@ -96,6 +99,10 @@ static void bench_help(void)
         "  --json FILE        every figure and the machine's description\n"
         "  --svg FILE         a chart: p50 latencies and throughput per URI\n"
         "  --markdown FILE    the tables in Markdown (docs/tradeoffs.md)\n"
+        "  --from-json FILE   measure nothing: read the figures a run wrote "
+        "with --json\n                     and print the table and goals, "
+        "or write --svg and\n                     --markdown from them "
+        "(no other option goes with it)\n"
         "  --idle-ok          let idle CPUs halt (by default, where allowed, "
         "the run\n                     holds /dev/cpu_dma_latency at 0 so "
         "round trips are not\n                     fast or slow depending "
@@ -103,7 +110,8 @@ static void bench_help(void)
         "\n"
         "Progress is shown on stderr when it is a terminal.\n"
         "exit status: 0 every URI measured (goals missed are results, not "
-        "failures);\n64 bad option or URI; 69 a service could not be "
+        "failures);\n64 bad option or URI; 65 --from-json FILE is not a "
+        "bench's JSON; 66 it\ncannot be read; 69 a service could not be "
         "reached; 70 another failure.\n",
         BENCH_MAX_URIS, BENCH_MAX_WORKERS, BENCH_SESSION_PER_LOCK_MAX);
 }
@@ -717,7 +725,8 @@ static void run_many(const struct bench_run *run, const char *uri,
         r->renew_observable && r->many_seconds > 0
             ? (double)renewals / r->many_seconds
             : -1;
-    r->renew_method =
+    snprintf(
+        r->renew_method, sizeof r->renew_method, "%s",
         (info.caps & DLOCK_CAP_NO_RENEW)
             ? "none: this mode has nothing to renew"
         : r->renew_observable
@@ -725,7 +734,7 @@ static void run_many(const struct bench_run *run, const char *uri,
               "lease/6; expected: locks x 3 / lease (one renewal per lease/3)"
             : "expected only: locks x 3 / lease (one renewal per lease/3); a "
               "connection-bound lock's renewal leaves no trace in the public "
-              "API";
+              "API");
     for (unsigned long i = 0; i < k; i++)
         if (!dlock_held(lks[i]))
             r->lost++;
@@ -840,6 +849,54 @@ static int hold_steady(struct bench_run *run)
     return fd;
 }
 
+/* Write the files asked for; the first failure sets the status if the
+ * run had none. */
+static int write_outputs(const struct bench_run *run, const char *json,
+                         const char *svg, const char *md, int status)
+{
+    if (json != NULL && bench_write_json(run, json) != 0) {
+        tool_err("bench", "--json: cannot write '%s'", json);
+        status = status ? status : EXIT_SOFTWARE;
+    }
+    if (svg != NULL && bench_write_svg(run, svg) != 0) {
+        tool_err("bench", "--svg: cannot write '%s': %s", svg, strerror(errno));
+        status = status ? status : EXIT_SOFTWARE;
+    }
+    if (md != NULL && bench_write_markdown(run, md) != 0) {
+        tool_err("bench", "--markdown: cannot write '%s': %s", md,
+                 strerror(errno));
+        status = status ? status : EXIT_SOFTWARE;
+    }
+    return status;
+}
+
+/*
+ * --from-json: the table and the goals, or the chart and the Markdown,
+ * from the figures of an earlier run, measuring nothing: so that a change
+ * to the chart can redraw docs/results/bench.svg from the committed
+ * bench.json without servers and without new, different figures.
+ */
+static int bench_from_json(struct bench_run *run, const char *path,
+                           const char *svg, const char *md)
+{
+    char err[512];
+
+    if (access(path, R_OK) != 0) {
+        tool_err("bench", "--from-json: cannot read '%s': %s", path,
+                 strerror(errno));
+        return EXIT_NOINPUT;
+    }
+    if (bench_read_json(run, path, err, sizeof err) != 0) {
+        tool_err("bench", "--from-json: '%s': %s", path, err);
+        return EXIT_DATAERR;
+    }
+    if (svg == NULL && md == NULL) {
+        bench_print_table(run);
+        return 0;
+    }
+    return write_outputs(run, NULL, svg, md, 0);
+}
+
 static int bench_run_cmd(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -853,13 +910,15 @@ static int bench_run_cmd(int argc, char **argv)
         {"json", required_argument, NULL, 'j'},
         {"svg", required_argument, NULL, 's'},
         {"markdown", required_argument, NULL, 'm'},
+        {"from-json", required_argument, NULL, 'F'},
         {"idle-ok", no_argument, NULL, 'I'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     static struct bench_run run; /* large: keep it off the stack */
     const char *uris[BENCH_MAX_URIS];
-    const char *json = NULL, *svg = NULL, *md = NULL;
+    const char *json = NULL, *svg = NULL, *md = NULL, *from_json = NULL;
+    bool measuring = false; /* an option that only a measurement takes */
     size_t nuris = 0;
     int opt, status = 0;
 
@@ -875,6 +934,7 @@ static int bench_run_cmd(int argc, char **argv)
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        measuring = measuring || strchr("uwdWklLI", opt) != NULL;
         switch (opt) {
         case 'u':
             if (nuris == BENCH_MAX_URIS) {
@@ -941,6 +1001,9 @@ static int bench_run_cmd(int argc, char **argv)
             if (!writable_path("--markdown", md))
                 return EXIT_USAGE;
             break;
+        case 'F':
+            from_json = optarg;
+            break;
         case 'I':
             run.idle_ok = true;
             break;
@@ -961,6 +1024,14 @@ static int bench_run_cmd(int argc, char **argv)
                  argv[optind]);
         return EXIT_USAGE;
     }
+    if (from_json != NULL) {
+        if (measuring || json != NULL) {
+            tool_err("bench", "--from-json measures nothing: only --svg and "
+                              "--markdown go with it");
+            return EXIT_USAGE;
+        }
+        return bench_from_json(&run, from_json, svg, md);
+    }
     if (nuris == 0)
         uris[nuris++] = NULL; /* $DLOCK_URI or the build's default */
 
@@ -971,6 +1042,8 @@ static int bench_run_cmd(int argc, char **argv)
     struct tm tm;
     strftime(run.date, sizeof run.date, "%Y-%m-%dT%H:%M:%SZ",
              gmtime_r(&now, &tm));
+    snprintf(run.version, sizeof run.version, "%s", dlock_version());
+    bench_machine_describe(&run.machine);
     run.n = nuris;
     for (size_t i = 0; i < nuris; i++) {
         char label[200], red[160];
@@ -1000,20 +1073,7 @@ static int bench_run_cmd(int argc, char **argv)
         if (r->floor_st.rc != DLOCK_EUNSUPPORTED)
             status = worst(status, &r->floor_st);
     }
-    if (json != NULL && bench_write_json(&run, json) != 0) {
-        tool_err("bench", "--json: cannot write '%s'", json);
-        status = status ? status : EXIT_SOFTWARE;
-    }
-    if (svg != NULL && bench_write_svg(&run, svg) != 0) {
-        tool_err("bench", "--svg: cannot write '%s': %s", svg, strerror(errno));
-        status = status ? status : EXIT_SOFTWARE;
-    }
-    if (md != NULL && bench_write_markdown(&run, md) != 0) {
-        tool_err("bench", "--markdown: cannot write '%s': %s", md,
-                 strerror(errno));
-        status = status ? status : EXIT_SOFTWARE;
-    }
-    return status;
+    return write_outputs(&run, json, svg, md, status);
 }
 
 const struct tool_cmd tool_bench = {

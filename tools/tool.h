@@ -13,6 +13,8 @@
 /* Exit codes, after flock(1) and sysexits.h. */
 #define EXIT_CONFLICT 1     /* busy or timed out (flock's -E default) */
 #define EXIT_USAGE 64       /* EX_USAGE: bad option, duration or URI */
+#define EXIT_DATAERR 65     /* EX_DATAERR: an input file makes no sense */
+#define EXIT_NOINPUT 66     /* EX_NOINPUT: an input file cannot be read */
 #define EXIT_UNAVAILABLE 69 /* EX_UNAVAILABLE: the lock service is down */
 #define EXIT_SOFTWARE 70    /* EX_SOFTWARE: anything else went wrong */
 #define EXIT_LOST 75        /* EX_TEMPFAIL: the lock was lost */

@@ -30,6 +30,7 @@ check "exec's options" --timeout exec --ti
 check "exec's flock options" --nonblock exec --non
 check "exec's short options" -w exec -w
 check "info's options" --json info --j
+check "bench's --from-json" --from-json bench --fro
 check "URI schemes of this build" redis:// exec --uri re
 check "URI schemes: redlock" redlock:// exec --uri redl
 check "after exec NAME --: a command" bash exec job -- bas

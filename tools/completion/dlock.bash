@@ -26,7 +26,7 @@ _dlock() {
             -- "$cur"))
         compopt -o nospace 2>/dev/null
         return ;;
-    --password-file | --svg | --markdown)
+    --password-file | --svg | --markdown | --from-json)
         COMPREPLY=($(compgen -f -- "$cur"))
         return ;;
     --json)
