@@ -9,6 +9,8 @@
  * reading the JSON back; SVG.
  */
 #include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -961,133 +963,498 @@ int bench_read_json(struct bench_run *run, const char *path, char *err,
     return 0;
 }
 
-/* ---- SVG ----------------------------------------------------------------------------- */
+/* ---- SVG ------------------------------------------------------------------------------- */
 
-static void xml_text(FILE *f, const char *s)
+/*
+ * One row per URI and one column per figure, every column sharing the row
+ * labels:
+ *
+ *   mode | uncontended | hand-off | contended acq/s | fairness | caps
+ *
+ * The three figure columns have log axes with labelled decades: file:// is
+ * some 100 times faster than any server, and on a linear axis nothing else
+ * showed. Bars are p50 and whiskers p99; a black tick is the bare client's
+ * p50 (uncontended) or the hand-offs per second (throughput). The colour
+ * is the backend family. Fairness is Jain's index of the acquisitions per
+ * worker and the most/fewest ratio; the capability strip has a dot per
+ * DLOCK_CAP_* the mode reports. Hovering shows the figures in <title>s.
+ *
+ * Every text from the run (URIs, modes, messages, the CPU's name) goes
+ * through xml_text(), which escapes it and drops what is not UTF-8.
+ */
+#define SVG_W 1000
+#define SVG_LABEL_CHARS 24 /* longer row labels are cut, with "…" */
+#define SVG_PANEL_X 158    /* the first figure column */
+#define SVG_PANEL_W 197    /* a figure column: plot, then its value */
+#define SVG_PLOT_W 145
+#define SVG_FAIR_X 752     /* fairness: a bar from 1/N to 1, then text */
+#define SVG_FAIR_W 30
+#define SVG_CAPS_X 852     /* the capability strip, a column per cap */
+#define SVG_CAP_W 12
+#define SVG_TOP 172        /* the first row: above are titles and legend */
+#define SVG_ROW_H 20
+#define SVG_OTHER "#999999"
+
+enum { P_UNC, P_HANDOFF, P_THR, P_COUNT };
+
+static const struct {
+    const char *title, *sub;
+    bool ns; /* a latency in nanoseconds, else a rate per second */
+} svg_panels[P_COUNT] = {
+    {"uncontended", "acquire+release, one handle", true},
+    {"contended hand-off", "release to the next holder", true},
+    {"contended throughput", "acquisitions/s; tick: hand-offs/s", false},
+};
+
+/* Okabe-Ito colours: told apart with the common colour blindnesses. */
+static const struct {
+    const char *scheme, *color;
+} svg_families[] = {
+    {"file", "#E69F00"},     {"redis", "#D55E00"}, {"zk", "#009E73"},
+    {"postgres", "#0072B2"}, {"mysql", "#CC79A7"},
+};
+
+/* The length of the valid UTF-8 sequence at s (1-4), or 0. */
+static size_t utf8_len(const unsigned char *s)
 {
-    for (; *s != '\0'; s++) {
-        switch (*s) {
+    size_t n;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    /* No overlong forms, no surrogates, nothing above U+10FFFF. */
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/*
+ * s as XML character data or attribute text, at most max characters of it
+ * (then "…"). Bytes that are not UTF-8 become '?' and control characters
+ * are dropped: XML 1.0 allows neither, and one would make the file
+ * unreadable to every viewer.
+ */
+static void xml_text_max(FILE *f, const char *s, size_t max)
+{
+    const unsigned char *p = (const unsigned char *)s;
+
+    for (size_t chars = 0; *p != '\0'; chars++) {
+        size_t n = utf8_len(p);
+        if (chars == max) {
+            fputs("…", f);
+            return;
+        }
+        switch (*p) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
         case '"': fputs("&quot;", f); break;
         case '\'': fputs("&apos;", f); break;
         default:
-            /* control characters are not allowed in XML 1.0 */
-            if ((unsigned char)*s >= 0x20 || *s == '\t')
-                fputc(*s, f);
+            if (n == 0)
+                fputc('?', f);
+            else if (*p >= 0x20 || *p == '\t')
+                fwrite(p, 1, n, f);
         }
+        p += n > 0 ? n : 1;
     }
 }
 
-#define SVG_W 960
-#define SVG_LABEL 250 /* left column: series names */
-#define SVG_BARS 560  /* bar area width */
-#define SVG_BAR_H 16
-#define SVG_GAP 4
+static void xml_text(FILE *f, const char *s)
+{
+    xml_text_max(f, s, SIZE_MAX);
+}
 
-struct series {
-    const char *name;
-    const char *color;
-    double v[BENCH_MAX_URIS]; /* < 0: not measured */
+/* The family colour of r: by scheme, or by the URI's when dlock info
+ * failed. */
+static const char *svg_color(const struct bench_result *r)
+{
+    for (size_t k = 0; k < sizeof svg_families / sizeof svg_families[0]; k++) {
+        const char *s = svg_families[k].scheme;
+        size_t len = strlen(s);
+        if (r->have_info ? strcmp(r->scheme, s) == 0
+                         : strncmp(r->uri, s, len) == 0 && r->uri[len] == ':')
+            return svg_families[k].color;
+    }
+    return SVG_OTHER;
+}
+
+/* "3.68µs", "612µs", "2.06ms" (ns) or "251k", "6.66k", "907" (rates);
+ * decade ticks come out as "1µs", "10k", "0.1". */
+static const char *svg_num(double v, bool ns, bool tick, char *buf,
+                           size_t cap)
+{
+    static const char *const ns_units[] = {"ns", "µs", "ms", "s"};
+    static const char *const rate_units[] = {"", "k", "M", "G"};
+    const char *const *u = ns ? ns_units : rate_units;
+    size_t k = 0;
+
+    while (v >= 999.5 && k < 3) {
+        v /= 1000;
+        k++;
+    }
+    if (tick)
+        snprintf(buf, cap, "%g%s", v, u[k]);
+    else
+        snprintf(buf, cap, "%.*f%s", v < 9.995 ? 2 : v < 99.95 ? 1 : 0, v,
+                 u[k]);
+    return buf;
+}
+
+/* What one row shows in one figure column; 0: nothing. */
+struct svg_fig {
+    double bar, whisker, tick;
 };
 
-/* One horizontal bar panel: a group per URI, a bar per series. */
-static int svg_panel(FILE *f, int y, const char *title, const char *unit,
-                     const struct bench_run *run, const struct series *s,
-                     size_t ns)
+static struct svg_fig svg_fig_of(const struct bench_result *r, int panel)
 {
-    double max = 0;
-    char lab[128];
+    struct svg_fig g = {0, 0, 0};
 
-    for (size_t k = 0; k < ns; k++)
-        for (size_t i = 0; i < run->n; i++)
-            if (s[k].v[i] > max)
-                max = s[k].v[i];
-    if (max <= 0)
-        max = 1;
-    fprintf(f, "<text x=\"10\" y=\"%d\" class=\"title\">", y + 16);
-    xml_text(f, title);
-    fprintf(f, "</text>\n");
-    y += 30;
-    for (size_t i = 0; i < run->n; i++) {
-        fprintf(f, "<text x=\"10\" y=\"%d\" class=\"uri\">", y + 12);
-        xml_text(f, label_of(&run->r[i], lab, sizeof lab));
-        fprintf(f, "</text>\n");
-        y += 18;
-        for (size_t k = 0; k < ns; k++) {
-            double v = s[k].v[i];
-            int w = v > 0 ? (int)(SVG_BARS * v / max + 0.5) : 0;
-            fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"series\">", SVG_LABEL - 6,
-                    y + 12);
-            xml_text(f, s[k].name);
-            fprintf(f, "</text>\n");
-            if (v >= 0) {
-                fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
-                           "fill=\"%s\"/>\n",
-                        SVG_LABEL, y, w > 0 ? w : 1, SVG_BAR_H, s[k].color);
-                fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"value\">%.*f %s</text>\n",
-                        SVG_LABEL + w + 4, y + 12, v < 10 ? 2 : v < 100 ? 1 : 0,
-                        v, unit);
-            } else {
-                fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"value\">not "
-                           "measured</text>\n", SVG_LABEL + 4, y + 12);
-            }
-            y += SVG_BAR_H + SVG_GAP;
+    if (!r->open.ran)
+        return g;
+    switch (panel) {
+    case P_UNC:
+        if (r->unc_st.ran) {
+            g.bar = (double)r->unc.p50;
+            g.whisker = (double)r->unc.p99;
         }
-        y += 8;
+        if (r->floor_st.ran)
+            g.tick = (double)r->floor.p50;
+        break;
+    case P_HANDOFF:
+        if (r->con_st.ran && r->handoff.n > 0) {
+            g.bar = (double)r->handoff.p50;
+            g.whisker = (double)r->handoff.p99;
+        }
+        break;
+    case P_THR:
+        if (r->con_st.ran) {
+            g.bar = r->acq_per_s;
+            g.tick = r->handoffs_per_s;
+        }
+        break;
     }
-    return y + 10;
+    return g;
 }
 
-int bench_write_svg(const struct bench_run *run, const char *path)
+/* A log axis from decade lo to decade hi, drawn from x0. */
+struct svg_axis {
+    double lo, hi;
+    int x0;
+};
+
+/* Whole decades around every figure of the column, at least two of them,
+ * at most nine (a figure below that sits at the left edge). */
+static void svg_axis_fit(const struct bench_run *run, int panel,
+                         struct svg_axis *ax)
 {
-    struct series lat[3] = {{"dlock uncontended p50", "#3b6ea5", {0}},
-                            {"floor p50 (bare client)", "#9bb8d9", {0}},
-                            {"contended hand-off p50", "#d08a2e", {0}}};
-    struct series thr[3] = {{"dlock uncontended ops/s", "#3b6ea5", {0}},
-                            {"floor ops/s", "#9bb8d9", {0}},
-                            {"contended hand-offs/s", "#d08a2e", {0}}};
-    const struct bench_machine *m = &run->machine;
-    FILE *f;
-    int h, y;
+    double lo = 0, hi = 0;
 
     for (size_t i = 0; i < run->n; i++) {
-        const struct bench_result *r = &run->r[i];
-        lat[0].v[i] = r->unc_st.ran ? us(r->unc.p50) : -1;
-        lat[1].v[i] = r->floor_st.ran ? us(r->floor.p50) : -1;
-        lat[2].v[i] = r->con_st.ran && r->handoff.n ? us(r->handoff.p50) : -1;
-        thr[0].v[i] = r->unc_st.ran ? r->unc.per_s : -1;
-        thr[1].v[i] = r->floor_st.ran ? r->floor.per_s : -1;
-        thr[2].v[i] = r->con_st.ran ? r->handoffs_per_s : -1;
+        struct svg_fig g = svg_fig_of(&run->r[i], panel);
+        double v[3] = {g.bar, g.whisker, g.tick};
+        for (int k = 0; k < 3; k++)
+            if (v[k] > 0) {
+                lo = lo == 0 || v[k] < lo ? v[k] : lo;
+                hi = v[k] > hi ? v[k] : hi;
+            }
     }
-    /* Height: two panels of (title + per URI (label + 3 bars + gap)). */
-    h = 60 + 2 * (40 + (int)run->n * (18 + 3 * (SVG_BAR_H + SVG_GAP) + 8)) + 20;
-    if ((f = fopen(path, "w")) == NULL)
-        return -1;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-               "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n",
-            SVG_W, h, SVG_W, h);
-    fprintf(f, "<style>.title{font-size:15px;font-weight:bold}"
-               ".uri{font-size:13px;font-weight:bold}"
-               ".series{font-size:11px;text-anchor:end;fill:#333}"
-               ".value{font-size:11px;fill:#222}"
-               ".note{font-size:11px;fill:#555}</style>\n");
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    fprintf(f, "<text x=\"10\" y=\"20\" class=\"title\">dlock bench %s, ",
-            run->version);
+    if (hi <= 0)
+        lo = hi = svg_panels[panel].ns ? 1e3 : 1;
+    ax->lo = pow(10, floor(log10(lo)));
+    ax->hi = pow(10, ceil(log10(hi)));
+    if (ax->hi < ax->lo * 100)
+        ax->hi = ax->lo * 100;
+    if (ax->hi > ax->lo * 1e9)
+        ax->lo = ax->hi / 1e9;
+    ax->x0 = SVG_PANEL_X + panel * SVG_PANEL_W + 4;
+}
+
+static double svg_x(const struct svg_axis *ax, double v)
+{
+    double t = (log10(v) - log10(ax->lo)) / (log10(ax->hi) - log10(ax->lo));
+
+    return ax->x0 + (t < 0 ? 0 : t > 1 ? 1 : t) * SVG_PLOT_W;
+}
+
+/* Decade gridlines across the rows, tick labels under them: every
+ * decade, or every other one when "100ms" would touch its neighbours. The
+ * test reads class="tick" and data-v to check that the axis increases. */
+static void svg_axis_draw(FILE *f, const struct svg_axis *ax, int panel,
+                          int y0, int y1)
+{
+    double decades = log10(ax->hi / ax->lo);
+    int step = SVG_PLOT_W / decades >= 34 ? 1 : 2, k = 0;
+    char t[32];
+
+    fprintf(f, "<g class=\"axis\" data-panel=\"%d\">\n", panel);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
+               "stroke=\"#888\"/>\n",
+            ax->x0, y1, ax->x0 + SVG_PLOT_W, y1);
+    for (double v = ax->lo; v <= ax->hi * 1.001; v *= 10, k++) {
+        double x = svg_x(ax, v);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                   "stroke=\"#d8d8d8\"/>\n",
+                x, y0, x, y1 + 3);
+        if (k % step == 0)
+            fprintf(f, "<text class=\"tick\" x=\"%.1f\" y=\"%d\" "
+                       "data-v=\"%g\">%s</text>\n",
+                    x, y1 + 14, v,
+                    svg_num(v, svg_panels[panel].ns, true, t, sizeof t));
+    }
+    fprintf(f, "</g>\n");
+}
+
+/* One row's cell in a figure column: bar, whisker, tick, value. */
+static void svg_cell(FILE *f, const struct bench_result *r, int panel,
+                     const struct svg_axis *ax, int y)
+{
+    struct svg_fig g = svg_fig_of(r, panel);
+    bool ns = svg_panels[panel].ns;
+    double bx = ax->x0;
+    char t[32];
+
+    if (g.bar > 0) {
+        bx = svg_x(ax, g.bar);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"12\" "
+                   "fill=\"%s\"/>\n",
+                ax->x0, y + 4, bx - ax->x0 > 1 ? bx - ax->x0 : 1,
+                svg_color(r));
+    }
+    if (g.bar > 0 && g.whisker > g.bar) {
+        double wx = svg_x(ax, g.whisker);
+        fprintf(f, "<path d=\"M%.1f %dH%.1fM%.1f %dV%d\" stroke=\"#333\" "
+                   "fill=\"none\"/>\n",
+                bx, y + 10, wx, wx, y + 6, y + 14);
+    }
+    if (g.tick > 0)
+        fprintf(f, "<path d=\"M%.1f %dV%d\" stroke=\"#000\" "
+                   "stroke-width=\"2\"/>\n",
+                svg_x(ax, g.tick), y + 2, y + 18);
+    fprintf(f, "<text class=\"value\" x=\"%d\" y=\"%d\">%s</text>\n",
+            ax->x0 + SVG_PLOT_W + 4, y + 14,
+            g.bar > 0 ? svg_num(g.bar, ns, false, t, sizeof t) : "–");
+}
+
+/* Jain's index as a bar from 1/N (one worker took all) to 1 (equal
+ * shares), the index, and most/fewest acquisitions of one worker. */
+static void svg_fairness(FILE *f, const struct bench_result *r, int y)
+{
+    double lo, frac;
+
+    if (!r->con_st.ran || r->workers < 2 || r->acquisitions == 0) {
+        fprintf(f, "<text class=\"value\" x=\"%d\" y=\"%d\">–</text>\n",
+                SVG_FAIR_X, y + 14);
+        return;
+    }
+    lo = 1.0 / r->workers;
+    frac = (r->fair_jain - lo) / (1 - lo);
+    frac = frac < 0 ? 0 : frac > 1 ? 1 : frac;
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"10\" "
+               "fill=\"#e4e4e4\"/>\n",
+            SVG_FAIR_X, y + 5, SVG_FAIR_W);
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"10\" "
+               "fill=\"%s\"/>\n",
+            SVG_FAIR_X, y + 5, frac * SVG_FAIR_W, svg_color(r));
+    fprintf(f, "<text class=\"value\" x=\"%d\" y=\"%d\">%.3f", SVG_FAIR_X +
+            SVG_FAIR_W + 4, y + 14, r->fair_jain);
+    if (r->fair_min > 0)
+        fprintf(f, " ×%.1f", (double)r->fair_max / (double)r->fair_min);
+    else
+        fprintf(f, " min 0");
+    fprintf(f, "</text>\n");
+}
+
+/* What hovering over a row says: every figure the row draws. */
+static void svg_row_title(FILE *f, const struct bench_result *r)
+{
+    char a[32], b[32], c[32], caps[256];
+
+    fprintf(f, "<title>");
+    xml_text(f, r->uri);
+    if (!r->open.ran) {
+        fprintf(f, "\nnot measured: ");
+        xml_text(f, r->open.msg);
+        fprintf(f, "</title>\n");
+        return;
+    }
+    if (r->unc_st.ran)
+        fprintf(f, "\nuncontended p50 %s, p99 %s, p99.9 %s",
+                svg_num((double)r->unc.p50, true, false, a, sizeof a),
+                svg_num((double)r->unc.p99, true, false, b, sizeof b),
+                svg_num((double)r->unc.p999, true, false, c, sizeof c));
+    if (r->floor_st.ran)
+        fprintf(f, "; bare client p50 %s",
+                svg_num((double)r->floor.p50, true, false, a, sizeof a));
+    if (r->con_st.ran && r->handoff.n > 0)
+        fprintf(f, "\nhand-off p50 %s, p99 %s",
+                svg_num((double)r->handoff.p50, true, false, a, sizeof a),
+                svg_num((double)r->handoff.p99, true, false, b, sizeof b));
+    if (r->con_st.ran)
+        fprintf(f, "\n%u workers: %.0f acquisitions/s, %.0f hand-offs/s; "
+                   "per worker %llu to %llu, Jain's index %.3f",
+                r->workers, r->acq_per_s, r->handoffs_per_s,
+                (unsigned long long)r->fair_min,
+                (unsigned long long)r->fair_max, r->fair_jain);
+    bn_caps_text(r->caps, caps, sizeof caps);
+    fprintf(f, "\n");
+    xml_text(f, caps);
+    fprintf(f, "</title>\n");
+}
+
+static void svg_row(FILE *f, const struct bench_result *r,
+                    const struct svg_axis ax[P_COUNT], int y)
+{
+    char lab[sizeof r->uri];
+
+    fprintf(f, "<g class=\"row\">\n");
+    svg_row_title(f, r);
+    fprintf(f, "<rect x=\"0\" y=\"%d\" width=\"5\" height=\"%d\" "
+               "fill=\"%s\"/>\n",
+            y + 1, SVG_ROW_H - 2, svg_color(r));
+    fprintf(f, "<text class=\"label\" x=\"10\" y=\"%d\" "
+               "clip-path=\"url(#labels)\">",
+            y + 14);
+    xml_text_max(f, label_of(r, lab, sizeof lab), SVG_LABEL_CHARS);
+    fprintf(f, "</text>\n");
+    if (!r->open.ran) {
+        fprintf(f, "<text class=\"note\" x=\"%d\" y=\"%d\">not measured: ",
+                SVG_PANEL_X + 4, y + 14);
+        xml_text_max(f, r->open.msg, 100);
+        fprintf(f, "</text>\n");
+    } else {
+        for (int p = 0; p < P_COUNT; p++)
+            svg_cell(f, r, p, &ax[p], y);
+        svg_fairness(f, r, y);
+    }
+    for (uint32_t bit = 1, k = 0; r->have_info && bit != 0 &&
+                                  dlock_cap_name(bit) != NULL;
+         bit <<= 1, k++)
+        fprintf(f, "<circle cx=\"%u\" cy=\"%d\" r=\"%s\" fill=\"%s\"/>\n",
+                SVG_CAPS_X + k * SVG_CAP_W + SVG_CAP_W / 2, y + 10,
+                r->caps & bit ? "4" : "1.5", r->caps & bit ? "#333" : "#bbb");
+    fprintf(f, "</g>\n");
+}
+
+/* Title, machine, how to read it, the family colours. */
+static void svg_header(FILE *f, const struct bench_run *run)
+{
+    const struct bench_machine *m = &run->machine;
+    int x = 10;
+
+    fprintf(f, "<text class=\"title\" x=\"10\" y=\"22\">dlock bench ");
+    xml_text(f, run->version);
+    fprintf(f, ", ");
     xml_text(f, run->date);
-    fprintf(f, "</text>\n<text x=\"10\" y=\"38\" class=\"note\">");
-    fprintf(f, "%s %s, ", m->sysname, m->release);
-    xml_text(f, m->cpu_model);
+    fprintf(f, "</text>\n<text class=\"note\" x=\"10\" y=\"40\">");
+    xml_text(f, m->sysname);
+    fprintf(f, " ");
+    xml_text(f, m->release);
+    fprintf(f, ", ");
+    xml_text(f, m->cpu_model[0] ? m->cpu_model : "unknown CPU");
     fprintf(f, ", %ld CPUs, cpuidle ", m->nproc);
     xml_text(f, m->cpuidle_driver[0] ? m->cpuidle_driver : "none");
     fprintf(f, "; %.1f s per workload, %lu contending processes</text>\n",
             run->duration_ms / 1e3, run->workers);
-    y = svg_panel(f, 50, "p50 latency (µs, shorter is faster)", "µs", run,
-                  lat, 3);
-    svg_panel(f, y, "throughput (per second, longer is more)", "/s", run, thr,
-              3);
+    fprintf(f, "<text class=\"note\" x=\"10\" y=\"62\">Log axes. Bar: p50; "
+               "whisker: p99; black tick: the bare client library's p50 "
+               "(uncontended) or hand-offs/s (throughput).</text>\n");
+    for (size_t k = 0; k < sizeof svg_families / sizeof svg_families[0]; k++) {
+        fprintf(f, "<rect x=\"%d\" y=\"74\" width=\"12\" height=\"12\" "
+                   "fill=\"%s\"/><text class=\"note\" x=\"%d\" y=\"84\">%s"
+                   "</text>\n",
+                x, svg_families[k].color, x + 16, svg_families[k].scheme);
+        x += 26 + 7 * (int)strlen(svg_families[k].scheme);
+    }
+    for (size_t i = 0; i < run->n; i++)
+        if (strcmp(svg_color(&run->r[i]), SVG_OTHER) == 0) {
+            fprintf(f, "<rect x=\"%d\" y=\"74\" width=\"12\" height=\"12\" "
+                       "fill=\"%s\"/><text class=\"note\" x=\"%d\" y=\"84\">"
+                       "other</text>\n",
+                    x, SVG_OTHER, x + 16);
+            break;
+        }
+}
+
+/* Column titles, and the capability names standing upright. */
+static void svg_column_heads(FILE *f)
+{
+    for (int p = 0; p < P_COUNT; p++)
+        fprintf(f, "<text class=\"head\" x=\"%d\" y=\"%d\">%s</text>\n"
+                   "<text class=\"note\" x=\"%d\" y=\"%d\">%s</text>\n",
+                SVG_PANEL_X + p * SVG_PANEL_W + 4, SVG_TOP - 22,
+                svg_panels[p].title, SVG_PANEL_X + p * SVG_PANEL_W + 4,
+                SVG_TOP - 8, svg_panels[p].sub);
+    fprintf(f, "<text class=\"head\" x=\"%d\" y=\"%d\">fairness</text>\n"
+               "<text class=\"note\" x=\"%d\" y=\"%d\">Jain, most/fewest"
+               "</text>\n",
+            SVG_FAIR_X, SVG_TOP - 22, SVG_FAIR_X, SVG_TOP - 8);
+    for (uint32_t bit = 1, k = 0; bit != 0 && dlock_cap_name(bit) != NULL;
+         bit <<= 1, k++) {
+        unsigned x = SVG_CAPS_X + k * SVG_CAP_W + SVG_CAP_W / 2 + 3;
+        fprintf(f, "<text class=\"cap\" x=\"%u\" y=\"%d\" transform=\"rotate("
+                   "-90 %u %d)\"><title>",
+                x, SVG_TOP - 4, x, SVG_TOP - 4);
+        xml_text(f, dlock_cap_text(bit));
+        fprintf(f, "</title>%s</text>\n", dlock_cap_name(bit));
+    }
+}
+
+int bench_write_svg(const struct bench_run *run, const char *path)
+{
+    struct svg_axis ax[P_COUNT];
+    int y1 = SVG_TOP + (int)run->n * SVG_ROW_H, h = y1 + 62;
+    FILE *f;
+
+    if ((f = fopen(path, "w")) == NULL)
+        return -1;
+    for (int p = 0; p < P_COUNT; p++)
+        svg_axis_fit(run, p, &ax[p]);
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+               "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n",
+            SVG_W, h, SVG_W, h);
+    fprintf(f, "<style>.title{font-size:15px;font-weight:bold}"
+               ".head{font-size:12px;font-weight:bold}"
+               ".label{font-size:11.5px}"
+               ".cap{font-size:10px;fill:#333}"
+               ".value{font-size:10.5px;fill:#222}"
+               ".tick{font-size:9.5px;fill:#444;text-anchor:middle}"
+               ".note{font-size:10.5px;fill:#555}</style>\n");
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    /* Wide letters could still run a cut label into the first column. */
+    fprintf(f, "<clipPath id=\"labels\"><rect width=\"%d\" height=\"%d\"/>"
+               "</clipPath>\n",
+            SVG_PANEL_X - 4, h);
+    svg_header(f, run);
+    svg_column_heads(f);
+    for (size_t i = 1; i < run->n; i += 2)
+        fprintf(f, "<rect x=\"0\" y=\"%d\" width=\"%d\" height=\"%d\" "
+                   "fill=\"#f4f4f4\"/>\n",
+                SVG_TOP + (int)i * SVG_ROW_H, SVG_W, SVG_ROW_H);
+    for (int p = 0; p < P_COUNT; p++)
+        svg_axis_draw(f, &ax[p], p, SVG_TOP, y1);
+    for (size_t i = 0; i < run->n; i++)
+        svg_row(f, &run->r[i], ax, SVG_TOP + (int)i * SVG_ROW_H);
+    fprintf(f, "<text class=\"note\" x=\"10\" y=\"%d\">Fairness: Jain's "
+               "index of the acquisitions per worker, its bar from 1/N (one "
+               "worker took all) to 1 (equal shares); ×: most / fewest "
+               "acquisitions of one worker.</text>\n",
+            y1 + 36);
+    fprintf(f, "<text class=\"note\" x=\"10\" y=\"%d\">Dots: what the mode "
+               "promises (dlock info). All figures, with p99.9 and the "
+               "many-locks workload: bench.json and bench.md.</text>\n",
+            y1 + 52);
     fprintf(f, "</svg>\n");
     return fclose(f) == 0 ? 0 : -1;
 }
