@@ -20,10 +20,11 @@ die() { printf 'setup-debian: error: %s\n' "$*" >&2; exit 1; }
 # runtimes; llvm gives llvm-symbolizer / llvm-profdata / llvm-cov;
 # libjson-c-dev is for the JSON that `dlock bench` and `dlock scenario` write;
 # iproute2 gives ss(8), with which the fault tests and the history checker
-# cut TCP connections; groff-base renders dlock(1) in its test.
+# cut TCP connections; groff-base renders dlock(1) in its test;
+# librsvg2-bin's rsvg-convert renders the bench chart to PNG in its test.
 build_pkgs=(
     meson ninja-build pkg-config gcc clang llvm libclang-rt-14-dev iproute2
-    groff-base
+    groff-base librsvg2-bin
     libcmocka-dev nettle-dev libjson-c-dev
 )
 # Client libraries the backends link against. libmariadb-dev-compat provides
