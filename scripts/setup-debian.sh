@@ -21,11 +21,14 @@ die() { printf 'setup-debian: error: %s\n' "$*" >&2; exit 1; }
 # libjson-c-dev is for the JSON that `dlock bench` and `dlock scenario` write;
 # iproute2 gives ss(8), with which the fault tests and the history checker
 # cut TCP connections; groff-base renders dlock(1) in its test;
-# librsvg2-bin's rsvg-convert renders the bench chart to PNG in its test.
+# librsvg2-bin's rsvg-convert renders the bench chart to PNG in its test;
+# debhelper, dpkg-dev, build-essential and lintian build and check the
+# Debian packages (tests/debian/check.sh).
 build_pkgs=(
     meson ninja-build pkg-config gcc clang llvm libclang-rt-14-dev iproute2
     groff-base librsvg2-bin
     libcmocka-dev nettle-dev libjson-c-dev
+    debhelper dpkg-dev build-essential lintian
 )
 # Client libraries the backends link against. libmariadb-dev-compat provides
 # the "mysqlclient" pkg-config name.

@@ -6,11 +6,13 @@
 # themselves and stopped afterwards; the history suite, every mode under
 # injected faults, in the plain variant only), check that `meson install`
 # gives a library programs can build against with pkg-config, then fuzz the
-# URI parser for a bounded time with libFuzzer.
+# URI parser for a bounded time with libFuzzer, and build the Debian
+# packages and run lintian on them (tests/debian/check.sh, about 25 s).
 #
 #   scripts/test.sh                 everything
 #   DLOCK_VARIANTS="plain" scripts/test.sh    a subset of variants
 #   DLOCK_FUZZ_SECONDS=0 scripts/test.sh      skip the libFuzzer run
+#   DLOCK_DEBIAN_CHECK=0 scripts/test.sh      skip the Debian packages
 #
 # Ends with one line "N passed, N failed[, N skipped]" over all variants.
 set -euo pipefail
@@ -19,6 +21,7 @@ cd "$(dirname "$0")/.."
 variants=${DLOCK_VARIANTS:-plain asan tsan}
 fuzz_seconds=${DLOCK_FUZZ_SECONDS:-60}
 jobs=${DLOCK_TEST_JOBS:-3}
+debian_check=${DLOCK_DEBIAN_CHECK:-1}
 
 bash scripts/setup-debian.sh
 
@@ -97,6 +100,15 @@ if [ "$fuzz_seconds" != 0 ]; then
              "fix it and add the input to tests/fuzz/corpus/uri/"
     fi
     rm -rf "$corpus"
+fi
+
+if [ "$debian_check" != 0 ]; then
+    say "debian: dpkg-buildpackage -us -uc in a scratch copy, lintian, package contents"
+    if bash tests/debian/check.sh; then
+        total_ok=$((total_ok + 1))
+    else
+        total_fail=$((total_fail + 1)) status=1
+    fi
 fi
 
 echo

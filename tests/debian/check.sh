@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# check.sh: build the Debian packages from this tree as a user would
+# (dpkg-buildpackage -us -uc, in a scratch copy under /tmp, so the tree
+# gets no obj-*/ or debian/tmp and no .deb lands beside it), run lintian
+# on the result, and check what each package holds and depends on: each
+# server backend's module in its own package, libdlock0 free of every
+# client library; then, from the packages unpacked under /tmp, that dlock
+# loads all four modules and that a missing one names its package.
+#
+#   bash tests/debian/check.sh          prints lintian's tags, then one
+#                                       line per package; exits 1 on a
+#                                       lintian error or a failed check
+#   DLOCK_DEBIAN_KEEP=1 bash tests/debian/check.sh    keep the scratch dir
+#
+# Needs debhelper, dpkg-dev, fakeroot and lintian besides the build
+# dependencies (scripts/setup-debian.sh installs them all). The package
+# build runs the unit suite only: no server is started.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d /tmp/dlock-deb-XXXXXX)
+if [ "${DLOCK_DEBIAN_KEEP:-0}" = 1 ]; then
+    echo "debian check: scratch dir $work"
+else
+    trap 'rm -rf "$work"' EXIT
+fi
+fail() { echo "debian check: $*" >&2; exit 1; }
+for t in dpkg-buildpackage dh lintian; do
+    command -v "$t" >/dev/null ||
+        fail "$t not found; scripts/setup-debian.sh installs it"
+done
+
+version=$(sed -n '1s/^dlock (\([^)]*\)).*/\1/p' "$src/debian/changelog")
+[ -n "$version" ] || fail "no version in debian/changelog"
+tree=$work/dlock-$version
+mkdir "$tree"
+# The working tree as git sees it (tracked and untracked files, not
+# ignored ones such as build/), so uncommitted changes are checked too;
+# a copy without build directories where there is no git.
+if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+    (cd "$src" && git ls-files -z --cached --others --exclude-standard |
+        tar --null --files-from - --ignore-failed-read -cf - 2>/dev/null) |
+        tar -xf - -C "$tree"
+else
+    (cd "$src" && tar --exclude='./build*' --exclude='./obj-*' -cf - .) |
+        tar -xf - -C "$tree"
+fi
+
+arch=$(dpkg-architecture -qDEB_HOST_ARCH)
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+changes=$work/dlock_${version}_$arch.changes
+start=$(date +%s)
+# Check level 2: a symbol gone from libdlock.so.0, or a new one that
+# debian/libdlock0.symbols does not list, fails the build (the diff is in
+# the log's tail).
+if ! (cd "$tree" && DPKG_GENSYMBOLS_CHECK_LEVEL=2 dpkg-buildpackage -us -uc -Jauto) \
+    >"$work/build.log" 2>&1; then
+    tail -n 40 "$work/build.log" >&2
+    fail "dpkg-buildpackage failed (DLOCK_DEBIAN_KEEP=1 keeps its whole log)"
+fi
+echo "debian check: dpkg-buildpackage took $(($(date +%s) - start)) s"
+
+# lintian: errors fail; warnings and below are printed for a reader (each
+# one left is overridden in debian/*lintian-overrides with its reason).
+rc=0
+lintian --fail-on error --display-level '>=info' "$changes" \
+    >"$work/lintian.log" 2>&1 || rc=$?
+grep -v 'running with root privileges' "$work/lintian.log" | sed 's/^/lintian: /' || true
+[ $rc = 0 ] || fail "lintian reports errors (or could not run)"
+
+deb() { echo "$work/${1}_${version}_$2.deb"; }
+has() { # PACKAGE ARCH PATH...: each PATH is in the package
+    local p=$1 a=$2 f list
+    shift 2
+    list=$(dpkg-deb -c "$(deb "$p" "$a")" | awk '{print $6}')
+    for f in "$@"; do
+        grep -Fqx "./$f" <<<"$list" || fail "$p lacks /$f"
+    done
+}
+lib=usr/lib/$multiarch
+has libdlock0 "$arch" "$lib/libdlock.so.0" "$lib/libdlock.so.0.2.0"
+has libdlock-dev "$arch" usr/include/dlock/dlock.h usr/include/dlock/backend.h \
+    "$lib/libdlock.so" "$lib/libdlock.a" "$lib/pkgconfig/dlock.pc" \
+    usr/share/man/man3/dlock.3.gz
+has dlock "$arch" usr/bin/dlock usr/share/man/man1/dlock.1.gz \
+    usr/share/bash-completion/completions/dlock
+modules="redis zk postgres mysql"
+for m in $modules; do
+    has "libdlock0-$m" "$arch" "$lib/dlock/modules/dlock-$m.so"
+    # The modules call backend.h's helpers, stable through a minor
+    # version only: they must come with the very libdlock0 they were
+    # built with.
+    dpkg-deb -f "$(deb "libdlock0-$m" "$arch")" Depends |
+        grep -Fq "libdlock0 (= $version)" ||
+        fail "libdlock0-$m does not depend on libdlock0 (= $version)"
+done
+# The point of the modules: libdlock0 pulls in no client library.
+libdeps=$(dpkg-deb -f "$(deb libdlock0 "$arch")" Depends)
+for c in libhiredis libzookeeper libpq libmariadb libmysqlclient; do
+    case $libdeps in
+    *"$c"*) fail "libdlock0 depends on $c: $libdeps" ;;
+    esac
+done
+
+# The packages as installed, without installing them: unpacked into one
+# root, the dlock there runs on the libdlock.so.0 there and loads the
+# modules there (DLOCK_MODULE_DIR), linking their client libraries from
+# this system. "backends:" lists the modules it could load.
+root=$work/root
+for p in libdlock0 dlock $(printf 'libdlock0-%s ' $modules); do
+    dpkg-deb -x "$(deb "$p" "$arch")" "$root"
+done
+mkdir "$work/locks" "$work/no-modules"
+run() { # MODULE_DIR ARGS...
+    local dir=$1
+    shift
+    LD_LIBRARY_PATH=$root/$lib DLOCK_MODULE_DIR=$dir "$root/usr/bin/dlock" "$@"
+}
+out=$(run "$root/$lib/dlock/modules" info "file://$work/locks" 2>&1) ||
+    fail "the packaged dlock info failed: $out"
+grep -qx "backends: ${modules} file" <<<"$out" ||
+    fail "the packaged dlock did not load every module: $(grep '^backends' <<<"$out")"
+# Without its module a scheme is refused at once (no connection is tried),
+# exit 64, naming the package to install.
+for u in redis://127.0.0.1:1 zk://127.0.0.1:1 postgres://u@127.0.0.1:1/d \
+         mysql://u@127.0.0.1:1/d; do
+    m=${u%%:*}
+    rc=0
+    out=$(run "$work/no-modules" info "$u" 2>&1) || rc=$?
+    [ $rc = 64 ] && grep -q "libdlock0-$m" <<<"$out" ||
+        fail "$u without its module: exit $rc (expected 64, naming libdlock0-$m): $out"
+done
+echo "debian check: the unpacked dlock loads $modules; a missing module names its package"
+
+for p in libdlock0 libdlock-dev dlock $(printf 'libdlock0-%s ' $modules); do
+    printf 'debian check: %-18s Depends: %s\n' "$p" \
+        "$(dpkg-deb -f "$(deb "$p" "$arch")" Depends)"
+done
+echo "debian check: packages built, lintian clean of errors, contents as expected"
