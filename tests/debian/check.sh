@@ -77,7 +77,7 @@ has() { # PACKAGE ARCH PATH...: each PATH is in the package
     done
 }
 lib=usr/lib/$multiarch
-has libdlock0 "$arch" "$lib/libdlock.so.0" "$lib/libdlock.so.0.2.0"
+has libdlock0 "$arch" "$lib/libdlock.so.0" "$lib/libdlock.so.$version"
 has libdlock-dev "$arch" usr/include/dlock/dlock.h usr/include/dlock/backend.h \
     "$lib/libdlock.so" "$lib/libdlock.a" "$lib/pkgconfig/dlock.pc" \
     usr/share/man/man3/dlock.3.gz
