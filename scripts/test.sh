@@ -7,7 +7,7 @@
 # injected faults, in the plain variant only), check that `meson install`
 # gives a library programs can build against with pkg-config, then fuzz the
 # URI parser for a bounded time with libFuzzer, and build the Debian
-# packages and run lintian on them (tests/debian/check.sh, about 25 s).
+# packages and run lintian on them (tests/debian/check.sh, about 30 s).
 #
 #   scripts/test.sh                 everything
 #   DLOCK_VARIANTS="plain" scripts/test.sh    a subset of variants

@@ -5,7 +5,8 @@
 # on the result, and check what each package holds and depends on: each
 # server backend's module in its own package, libdlock0 free of every
 # client library; then, from the packages unpacked under /tmp, that dlock
-# loads all four modules and that a missing one names its package.
+# loads all four modules and that a missing one names its package, and
+# that programs build against libdlock-dev.
 #
 #   bash tests/debian/check.sh          prints lintian's tags, then one
 #                                       line per package; exits 1 on a
@@ -106,7 +107,7 @@ done
 # modules there (DLOCK_MODULE_DIR), linking their client libraries from
 # this system. "backends:" lists the modules it could load.
 root=$work/root
-for p in libdlock0 dlock $(printf 'libdlock0-%s ' $modules); do
+for p in libdlock0 libdlock-dev dlock $(printf 'libdlock0-%s ' $modules); do
     dpkg-deb -x "$(deb "$p" "$arch")" "$root"
 done
 mkdir "$work/locks" "$work/no-modules"
@@ -130,6 +131,23 @@ for u in redis://127.0.0.1:1 zk://127.0.0.1:1 postgres://u@127.0.0.1:1/d \
         fail "$u without its module: exit $rc (expected 64, naming libdlock0-$m): $out"
 done
 echo "debian check: the unpacked dlock loads $modules; a missing module names its package"
+
+# libdlock-dev is enough to build a program with pkg-config, shared and
+# static (the archive's client libraries come from the -dev packages it
+# depends on, installed here as build dependencies).
+consumer=$src/tests/install/consumer.c
+pc() { PKG_CONFIG_PATH=$root/$lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$root \
+    pkg-config "$@" dlock; }
+cc -std=c11 -Wall -Wextra -Werror "$consumer" -o "$work/consumer" \
+    $(pc --cflags) $(pc --libs) || fail "no shared build against libdlock-dev"
+LD_LIBRARY_PATH=$root/$lib "$work/consumer" "file://$work/locks" >/dev/null ||
+    fail "the program built against libdlock-dev did not run"
+cc -std=c11 "$consumer" -o "$work/consumer-static" $(pc --cflags) \
+    "$root/$lib/libdlock.a" $(pc --static --libs-only-l | sed 's/-ldlock//') ||
+    fail "no static build against libdlock-dev"
+"$work/consumer-static" "file://$work/locks" >/dev/null ||
+    fail "the static program built against libdlock-dev did not run"
+echo "debian check: programs build with pkg-config against libdlock-dev (shared, static) and run"
 
 for p in libdlock0 libdlock-dev dlock $(printf 'libdlock0-%s ' $modules); do
     printf 'debian check: %-18s Depends: %s\n' "$p" \
