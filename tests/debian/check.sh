@@ -13,9 +13,10 @@
 #                                       lintian error or a failed check
 #   DLOCK_DEBIAN_KEEP=1 bash tests/debian/check.sh    keep the scratch dir
 #
-# Needs debhelper, dpkg-dev, fakeroot and lintian besides the build
-# dependencies (scripts/setup-debian.sh installs them all). The package
-# build runs the unit suite only: no server is started.
+# Needs debhelper, dpkg-dev, build-essential and lintian besides the
+# build dependencies (scripts/setup-debian.sh installs them all; no
+# fakeroot: Rules-Requires-Root is no). The package build runs the unit
+# suite only: no server is started.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/dlock-deb-XXXXXX)
@@ -53,19 +54,21 @@ start=$(date +%s)
 # Check level 2: a symbol gone from libdlock.so.0, or a new one that
 # debian/libdlock0.symbols does not list, fails the build (the diff is in
 # the log's tail).
-if ! (cd "$tree" && DPKG_GENSYMBOLS_CHECK_LEVEL=2 dpkg-buildpackage -us -uc -Jauto) \
-    >"$work/build.log" 2>&1; then
+if ! (cd "$tree" && DPKG_GENSYMBOLS_CHECK_LEVEL=2 \
+        dpkg-buildpackage -us -uc -Jauto) >"$work/build.log" 2>&1; then
     tail -n 40 "$work/build.log" >&2
     fail "dpkg-buildpackage failed (DLOCK_DEBIAN_KEEP=1 keeps its whole log)"
 fi
 echo "debian check: dpkg-buildpackage took $(($(date +%s) - start)) s"
 
-# lintian: errors fail; warnings and below are printed for a reader (each
-# one left is overridden in debian/*lintian-overrides with its reason).
+# lintian: errors fail; warnings and below are printed for a reader
+# (there are none today; one that cannot be fixed gets an override in
+# debian/ with its reason). Its note that it runs as root is dropped.
 rc=0
 lintian --fail-on error --display-level '>=info' "$changes" \
     >"$work/lintian.log" 2>&1 || rc=$?
-grep -v 'running with root privileges' "$work/lintian.log" | sed 's/^/lintian: /' || true
+grep -v 'running with root privileges' "$work/lintian.log" |
+    sed 's/^/lintian: /' || true
 [ $rc = 0 ] || fail "lintian reports errors (or could not run)"
 
 deb() { echo "$work/${1}_${version}_$2.deb"; }
@@ -114,12 +117,14 @@ mkdir "$work/locks" "$work/no-modules"
 run() { # MODULE_DIR ARGS...
     local dir=$1
     shift
-    LD_LIBRARY_PATH=$root/$lib DLOCK_MODULE_DIR=$dir "$root/usr/bin/dlock" "$@"
+    LD_LIBRARY_PATH=$root/$lib DLOCK_MODULE_DIR=$dir \
+        "$root/usr/bin/dlock" "$@"
 }
 out=$(run "$root/$lib/dlock/modules" info "file://$work/locks" 2>&1) ||
     fail "the packaged dlock info failed: $out"
 grep -qx "backends: ${modules} file" <<<"$out" ||
-    fail "the packaged dlock did not load every module: $(grep '^backends' <<<"$out")"
+    fail "the packaged dlock did not load every module:" \
+        "$(grep '^backends' <<<"$out")"
 # Without its module a scheme is refused at once (no connection is tried),
 # exit 64, naming the package to install.
 for u in redis://127.0.0.1:1 zk://127.0.0.1:1 postgres://u@127.0.0.1:1/d \
@@ -128,9 +133,11 @@ for u in redis://127.0.0.1:1 zk://127.0.0.1:1 postgres://u@127.0.0.1:1/d \
     rc=0
     out=$(run "$work/no-modules" info "$u" 2>&1) || rc=$?
     [ $rc = 64 ] && grep -q "libdlock0-$m" <<<"$out" ||
-        fail "$u without its module: exit $rc (expected 64, naming libdlock0-$m): $out"
+        fail "$u without its module: exit $rc" \
+            "(expected 64, naming libdlock0-$m): $out"
 done
-echo "debian check: the unpacked dlock loads $modules; a missing module names its package"
+echo "debian check: the unpacked dlock loads $modules;" \
+    "a missing module names its package"
 
 # libdlock-dev is enough to build a program with pkg-config, shared and
 # static (the archive's client libraries come from the -dev packages it
@@ -147,10 +154,12 @@ cc -std=c11 "$consumer" -o "$work/consumer-static" $(pc --cflags) \
     fail "no static build against libdlock-dev"
 "$work/consumer-static" "file://$work/locks" >/dev/null ||
     fail "the static program built against libdlock-dev did not run"
-echo "debian check: programs build with pkg-config against libdlock-dev (shared, static) and run"
+echo "debian check: programs build with pkg-config against libdlock-dev" \
+    "(shared, static) and run"
 
 for p in libdlock0 libdlock-dev dlock $(printf 'libdlock0-%s ' $modules); do
     printf 'debian check: %-18s Depends: %s\n' "$p" \
         "$(dpkg-deb -f "$(deb "$p" "$arch")" Depends)"
 done
-echo "debian check: packages built, lintian clean of errors, contents as expected"
+echo "debian check: packages built, lintian clean of errors," \
+    "contents as expected"
