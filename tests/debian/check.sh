@@ -33,6 +33,11 @@ done
 
 version=$(sed -n '1s/^dlock (\([^)]*\)).*/\1/p' "$src/debian/changelog")
 [ -n "$version" ] || fail "no version in debian/changelog"
+# A native package: its version is the project's.
+upstream=$(sed -n "s/^  version: '\([^']*\)',\$/\1/p" "$src/meson.build")
+[ "$version" = "$upstream" ] ||
+    fail "debian/changelog is at $version, meson.build at $upstream:" \
+        "add an entry for $upstream at the top of debian/changelog"
 tree=$work/dlock-$version
 mkdir "$tree"
 # The working tree as git sees it (tracked and untracked files, not
