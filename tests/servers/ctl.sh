@@ -3,16 +3,19 @@
 #
 #   $DLOCK_TEST_SERVERCTL ACTION KIND [INDEX]
 #
-# KIND: redis redis5 zk zk3 pg mysql; INDEX is 1-based (redis5: 1-5,
-# zk3: 1-3), default 1. Uses DLOCK_TEST_RUN_DIR.
+# KIND: redis redis5 zk zk3 pg mysql etcd etcd3; INDEX is 1-based
+# (redis5: 1-5, zk3 and etcd3: 1-3), default 1. Uses DLOCK_TEST_RUN_DIR.
 #
 # ACTION:
-#   stop         graceful stop (SIGINT for pg, SIGTERM otherwise), wait until
-#                dead (SIGKILL after 10 s)
+#   stop         graceful stop (SIGINT for pg, SIGTERM otherwise; an etcd
+#                leader hands leadership over first), wait until dead
+#                (SIGKILL after 10 s)
 #   kill         SIGKILL the server and its helper processes (a crash)
 #   start        start again with the same port, data and command line, and
 #                wait until it answers (zk3: until it serves as leader or
-#                follower, which needs a quorum); no-op if already running
+#                follower; etcd/etcd3: until a linearizable read through it
+#                succeeds; both need a quorum); no-op if already running.
+#                An etcd3 member rejoins its cluster from its data dir.
 #   start-nowait start, do not wait for it to answer
 #   wait         wait until it answers (after start-nowait)
 #   restart      stop, then start

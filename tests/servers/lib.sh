@@ -1,22 +1,24 @@
 # shellcheck shell=bash
 # Shared functions for with-servers.sh and ctl.sh: start, probe and stop
-# private Redis / ZooKeeper / PostgreSQL / MariaDB servers for dlock's tests.
+# private Redis / ZooKeeper / PostgreSQL / MariaDB / etcd servers for dlock's
+# tests.
 # Sourced, not executed. Every name here starts with dlt_ / DLT_.
 #
 # Run dir layout (DLOCK_TEST_RUN_DIR, mode 0755 so the postgres and mysql
 # users can traverse it):
 #
 #   KIND-INDEX/        one per server process: redis-1, redis5-1..5, zk-1,
-#                      zk3-1..3, pg-1, mysql-1
+#                      zk3-1..3, pg-1, mysql-1, etcd-1, etcd3-1..3
 #     port             the client port
-#     ports            every port the node binds (client, quorum, election);
-#                      read by the port picker of concurrent runs
+#     ports            every port the node binds (client first, then ZK's
+#                      quorum and election ports or etcd's peer port); read
+#                      by the port picker of concurrent runs
 #     cmd              exact command line, shell-quoted (printf %q), run with
 #                      cwd = this dir; ctl.sh start replays it
 #     pid              "PID STARTTIME" (starttime from /proc/PID/stat, so a
 #                      recycled PID is never mistaken for the server)
 #     log              stdout+stderr of every start, appended
-#     data/            the server's data (pg/mysql/zk/redis)
+#     data/            the server's data (pg/mysql/zk/redis/etcd)
 #
 # Why processes are identified the way they are:
 #  * PID 1 on these machines reaps orphans only every ~2 s, and servers are
@@ -29,6 +31,44 @@
 #    "processes whose cwd is under NODE" finds a server's helper processes too
 #    (postgres backends, which setsid() away from the postmaster) without
 #    trusting pid files; the final sweep uses this as a safety net.
+#
+# etcd (Debian's etcd-server 3.4.23 gives the etcd binary, etcd-client gives
+# etcdctl, v3 API by default), as found on these machines:
+#  * A member needs --name, --data-dir, --listen-client-urls,
+#    --advertise-client-urls, --listen-peer-urls,
+#    --initial-advertise-peer-urls and --initial-cluster; we also give
+#    --initial-cluster-state new and a token unique to the run and attempt,
+#    so members of two runs that meet on recycled ports refuse each other.
+#  * The JSON gateway (grpc-gateway) is on by default and shares the client
+#    port: POST /v3/kv/range with {"key":"<base64>"} answers 200 and a JSON
+#    "header". A range is linearizable by default, i.e. it needs a leader:
+#    that is the readiness probe (over bash /dev/tcp, like Redis and ZK), and
+#    for an etcd3 member it means "part of a cluster with quorum".
+#  * Replaying a member's command line, --initial-cluster-state new included,
+#    restarts it from its data dir: once data/member/wal exists etcd ignores
+#    the --initial-cluster* flags and the member rejoins its cluster. A
+#    restart of a lone member takes ~1.4 s (it waits out one election
+#    timeout) against ~0.4 s for the first start.
+#  * A member whose peer port is taken exits at once ("bind: address already
+#    in use"). The listeners are opened before the WAL is written, but in a
+#    cluster the other members may already have written theirs, with the
+#    old ports in it: a start on fresh ports therefore begins with empty
+#    data dirs.
+#  * etcd takes every ETCD_* environment variable as a flag (ETCD_DATA_DIR,
+#    ETCD_LISTEN_METRICS_URLS, ...): dlt_launch unsets them, so the command
+#    line is the whole configuration. --logger zap --log-outputs stderr puts
+#    the log (JSON lines) in NODE/log; the default capnslog ignores
+#    --log-outputs.
+#  * Installing etcd-server does not start a system etcd here (no systemd,
+#    policy-rc.d denies invoke-rc.d); if one runs elsewhere it sits on
+#    2379/2380, below DLT_PORT_MIN, so the tests never meet it. The tests
+#    never use etcd's default ports.
+#  * SIGTERM is a clean stop: a leader first hands leadership to the member
+#    it has heard from longest (ctl.sh stop of an etcd3 leader: ~0.15 s,
+#    the other two go on with a new leader). When every member stops at
+#    once that goes wrong, see dlt_stop_signal.
+#  * There is no fsync switch in 3.4 (--unsafe-no-fsync came in 3.5); etcd
+#    makes the data dir 0700 itself.
 
 # Passwords: URI-safe on purpose (no percent-encoding needed) but real, with
 # password authentication on, so tests can check the library never leaks them.
@@ -42,7 +82,7 @@ DLT_STOP_TIMEOUT=10
 DLT_PORT_MIN=${DLOCK_TEST_PORT_MIN:-20000}
 DLT_PORT_MAX=${DLOCK_TEST_PORT_MAX:-32767}
 
-DLT_ALL_KINDS="redis redis5 zk zk3 pg mysql"
+DLT_ALL_KINDS="redis redis5 zk zk3 pg mysql etcd etcd3"
 
 dlt_err() { printf '%s: %s\n' "${DLT_PROG:-dlock-test}" "$*" >&2; }
 dlt_log() { [[ ${DLOCK_TEST_VERBOSE:-0} == 0 ]] || dlt_err "$@"; }
@@ -62,10 +102,14 @@ dlt_is_kind() { [[ " $DLT_ALL_KINDS " == *" $1 "* ]]; }
 dlt_kind_count() { # KIND -> number of server processes
     case $1 in
         redis5) echo 5 ;;
-        zk3) echo 3 ;;
+        zk3 | etcd3) echo 3 ;;
         *) echo 1 ;;
     esac
 }
+
+# Is KIND one cluster whose members all name each other (so a member cannot
+# be moved to other ports alone)?
+dlt_kind_is_cluster() { [[ $1 == zk3 || $1 == etcd3 ]]; }
 
 dlt_kind_var() { # KIND -> the variable that says "this kind is running"
     case $1 in
@@ -75,13 +119,24 @@ dlt_kind_var() { # KIND -> the variable that says "this kind is running"
         zk3) echo DLOCK_TEST_ZK3_URI ;;
         pg) echo DLOCK_TEST_PG_URI ;;
         mysql) echo DLOCK_TEST_MYSQL_URI ;;
+        etcd) echo DLOCK_TEST_ETCD_URI ;;
+        etcd3) echo DLOCK_TEST_ETCD3_URI ;;
     esac
 }
 
-dlt_stop_signal() { # KIND -> graceful stop signal
+dlt_stop_signal() { # KIND [all] -> graceful stop signal
     # SIGTERM is "smart shutdown" for postgres (waits for every client to
     # disconnect); SIGINT is "fast shutdown".
-    if [[ $1 == pg ]]; then echo INT; else echo TERM; fi
+    # "all": every node of the run stops (with-servers.sh's clean-up), the
+    # data goes too. An etcd leader that gets SIGTERM first hands leadership
+    # to a member that is itself stopping; the two hand it back and forth,
+    # quorum goes, and the leader waits out a 7 s request timeout. Nothing
+    # is worth keeping then: SIGKILL.
+    case $1:${2:-} in
+        pg:*) echo INT ;;
+        etcd3:all) echo KILL ;;
+        *) echo TERM ;;
+    esac
 }
 
 # ------------------------------------------------------- binaries/paths
@@ -151,6 +206,9 @@ dlt_kind_missing() {
             if [[ $EUID -eq 0 ]]; then
                 getent passwd mysql >/dev/null || echo "user mysql"
             fi
+            ;;
+        etcd | etcd3)
+            dlt_find_bin etcd >/dev/null || echo etcd
             ;;
     esac
 }
@@ -309,12 +367,33 @@ dlt_probe_mysql() { # PORT
         -u dlock-probe --connect-timeout=2 ping >/dev/null 2>&1
 }
 
+# etcd: a linearizable range through the JSON gateway, over bash /dev/tcp
+# (no curl, no etcdctl). It answers 200 only when the member has a leader.
+dlt_probe_etcd() { # PORT
+    (
+        exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+        body='{"key":"ZGxvY2stcHJvYmU="}' # "dlock-probe"
+        printf 'POST /v3/kv/range HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
+            "$1" "${#body}" "$body" >&3
+        IFS= read -r -t 2 line <&3 || exit 1
+        [[ $line == "HTTP/1."[01]" 200 "* ]] || exit 1
+        # Headers, then the body (no newline at its end: read fails on it).
+        while :; do
+            rc=0
+            IFS= read -r -t 2 line <&3 || rc=$?
+            [[ $line != *'"header":'* ]] || exit 0
+            ((rc == 0)) || exit 1
+        done
+    ) 2>/dev/null
+}
+
 dlt_probe() { # KIND PORT
     case $1 in
         redis | redis5) dlt_probe_redis "$2" ;;
         zk | zk3) dlt_probe_zk "$2" ;;
         pg) dlt_probe_pg "$2" ;;
         mysql) dlt_probe_mysql "$2" ;;
+        etcd | etcd3) dlt_probe_etcd "$2" ;;
     esac
 }
 
@@ -337,9 +416,11 @@ dlt_launch() { # NODE
     # Close inherited fds above 2: a server that held, say, the pipe of a
     # test doing popen("ctl.sh start ...") would keep that pipe from ever
     # reaching EOF.
+    # etcd reads ETCD_* variables as flags: only the command line counts.
     (
         trap - INT QUIT
         dlt_close_fds
+        for v in "${!ETCD_@}"; do unset "$v"; done
         cd "$node" && exec "${argv[@]}"
     ) </dev/null >>"$node/log" 2>&1 &
     pid=$!
@@ -442,17 +523,21 @@ dlt_nodes_dead() { # NODE...
 }
 
 # Signal every live server in NODES (graceful by default: SIGINT for
-# postgres, SIGTERM for the rest; or SIG), then wait for all of them,
+# postgres, SIGTERM for the rest; "all": as graceful as is worth it when the
+# whole run stops, see dlt_stop_signal; or SIG), then wait for all of them,
 # SIGKILLing whatever is left after DLT_STOP_TIMEOUT. Signal everything
 # first: waiting per server would serialise the shutdowns. With SIG=KILL
 # helper processes (postgres backends) are SIGKILLed too, like a crash.
-dlt_stop_nodes() { # SIG|"" NODE...
+dlt_stop_nodes() { # SIG|""|all NODE...
     local sig=$1 node pid p s
     shift
     (($# > 0)) || return 0
     local -a nodes=("$@")
     for node in "${nodes[@]}"; do
-        s=${sig:-$(dlt_stop_signal "$(dlt_node_kind "$node")")}
+        case $sig in
+            '' | all) s=$(dlt_stop_signal "$(dlt_node_kind "$node")" "$sig") ;;
+            *) s=$sig ;;
+        esac
         if pid=$(dlt_node_pid "$node"); then
             kill -s "$s" "$pid" 2>/dev/null || true
         fi
@@ -683,7 +768,53 @@ dlt_mysql_setup() { # NODE
     fi
 }
 
+# etcd: one member of a cluster whose members are given as
+# "ID:CLIENT:PEER" (a lone member lists itself). Member names are KIND-ID,
+# the node dir names.
+dlt_prepare_etcd() { # NODE MYID TOKEN MEMBER...
+    local node=$1 myid=$2 token=$3 kind m id cp pp port='' peer='' cluster=''
+    shift 3
+    kind=$(dlt_node_kind "$node")
+    for m in "$@"; do
+        IFS=: read -r id cp pp <<<"$m"
+        cluster+="${cluster:+,}$kind-$id=http://127.0.0.1:$pp"
+        [[ $id != "$myid" ]] || { port=$cp peer=$pp; }
+    done
+    # New ports, new member: no WAL from an attempt on other ports (etcd
+    # creates the dir itself, 0700).
+    rm -rf "$node/data"
+    echo "$port" >"$node/port"
+    # heartbeat 100 ms / election 1 s: etcd's defaults, written out so that
+    # the fault tests' timing (a lost leader replaced in ~1-2 s) does not
+    # hang on a default.
+    dlt_write_cmd "$node" "$(dlt_find_bin etcd)" \
+        --name "$kind-$myid" --data-dir "$node/data" \
+        --listen-client-urls "http://127.0.0.1:$port" \
+        --advertise-client-urls "http://127.0.0.1:$port" \
+        --listen-peer-urls "http://127.0.0.1:$peer" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+        --initial-cluster "$cluster" --initial-cluster-state new \
+        --initial-cluster-token "$token" \
+        --heartbeat-interval 100 --election-timeout 1000 \
+        --logger zap --log-outputs stderr
+}
+
 # ------------------------------------------------- start a kind (all nodes)
+
+# Pick NPORTS ports for each of NODES, the members of one cluster (or a lone
+# server); DLT_MEMBERS gets "ID:PORT1:PORT2..." for each, ID from 1.
+dlt_pick_members() { # NPORTS NODE...
+    local nports=$1 node i=0
+    shift
+    local -a pp
+    DLT_MEMBERS=()
+    for node in "$@"; do
+        i=$((i + 1))
+        dlt_pick_ports "$node" "$nports" || return 1
+        mapfile -t pp <"$node/ports"
+        DLT_MEMBERS+=("$i$(printf ':%s' "${pp[@]}")")
+    done
+}
 
 # Pick ports for NODES of KIND and write their command lines.
 dlt_configure() { # KIND NODE...
@@ -702,20 +833,25 @@ dlt_configure() { # KIND NODE...
             ;;
         zk3)
             # Every member's config lists every member: all three together.
-            local -a members=() pp
             local cp
+            dlt_pick_members 3 "$@" || return 1
             i=0
             for node in "$@"; do
                 i=$((i + 1))
-                dlt_pick_ports "$node" 3 || return 1
-                mapfile -t pp <"$node/ports"
-                members+=("$i:${pp[0]}:${pp[1]}:${pp[2]}")
+                IFS=: read -r _ cp _ <<<"${DLT_MEMBERS[i - 1]}"
+                dlt_prepare_zk "$node" "$i" "$cp" "${DLT_MEMBERS[@]}"
             done
+            ;;
+        etcd | etcd3)
+            # Client and peer port each. A token per attempt: members left
+            # from an earlier attempt cannot join this one.
+            local token
+            token=$(basename "$DLOCK_TEST_RUN_DIR")-$kind-$RANDOM$RANDOM
+            dlt_pick_members 2 "$@" || return 1
             i=0
             for node in "$@"; do
                 i=$((i + 1))
-                IFS=: read -r _ cp _ <<<"${members[i - 1]}"
-                dlt_prepare_zk "$node" "$i" "$cp" "${members[@]}"
+                dlt_prepare_etcd "$node" "$i" "$token" "${DLT_MEMBERS[@]}"
             done
             ;;
         pg)
@@ -731,8 +867,8 @@ dlt_configure() { # KIND NODE...
 
 # Start KIND's nodes in $DLOCK_TEST_RUN_DIR and wait until all answer.
 # A node that finds its port taken (a race with another process between
-# picking and binding) is started again on fresh ports; for zk3 that means
-# the whole ensemble, as every member's config names every port.
+# picking and binding) is started again on fresh ports; for a cluster (zk3,
+# etcd3) that means every member, as every member's config names every port.
 dlt_start_kind() { # KIND
     local kind=$1 n i attempt rc node owner
     local run=$DLOCK_TEST_RUN_DIR
@@ -763,14 +899,14 @@ dlt_start_kind() { # KIND
             if dlt_bind_failed "$node"; then
                 dlt_log "$kind: port taken on $(basename "$node") (attempt $attempt), retrying on other ports"
                 again+=("$node")
-                [[ $kind != zk3 ]] || break
+                ! dlt_kind_is_cluster "$kind" || break
                 continue
             fi
             # A node that runs but never answered its probe (seen once in
             # a TSan run: postgres logged "ready" and pg_isready never got
             # an answer on its port) gets one more start on other ports,
             # with its log kept, before the run gives up.
-            if ((rc == 1 && attempt == 1)) && [[ $kind != zk3 ]]; then
+            if ((rc == 1 && attempt == 1)) && ! dlt_kind_is_cluster "$kind"; then
                 read -r owner _ <"$node/pid"
                 dlt_err "$kind: $(basename "$node") did not answer on 127.0.0.1:$(<"$node/port") within ${DLT_READY_TIMEOUT}s (pid $owner $(dlt_owns_port "$owner" "$(<"$node/port")" && echo owns || echo does not own) the port); restarting it on other ports"
                 dlt_log_tail "$node"
@@ -790,7 +926,7 @@ dlt_start_kind() { # KIND
             dlt_err "$kind: giving up after $attempt attempts (ports kept being taken)"
             return 1
         fi
-        [[ $kind != zk3 ]] || again=("${nodes[@]}")
+        ! dlt_kind_is_cluster "$kind" || again=("${nodes[@]}")
         dlt_stop_nodes KILL "${again[@]}"
         pending=("${again[@]}")
     done
@@ -803,29 +939,30 @@ dlt_start_kind() { # KIND
     return 0
 }
 
+# "127.0.0.1:PORT,..." for every node of KIND in RUN; with PREFIX before
+# each (etcdctl's --endpoints wants http://).
+dlt_kind_hosts() { # KIND RUN [PREFIX]
+    local i hosts=
+    for ((i = 1; i <= $(dlt_kind_count "$1"); i++)); do
+        hosts+="${hosts:+,}${3:-}127.0.0.1:$(<"$2/$1-$i/port")"
+    done
+    echo "$hosts"
+}
+
 # Export the variables for KIND started in RUN.
 dlt_export_kind() { # KIND RUN
-    local kind=$1 run=$2 i hosts=
+    local kind=$1 run=$2 hosts
+    hosts=$(dlt_kind_hosts "$kind" "$run")
     case $kind in
-        redis)
-            DLOCK_TEST_REDIS_URI="redis://127.0.0.1:$(<"$run/redis-1/port")"
-            export DLOCK_TEST_REDIS_URI
-            ;;
-        redis5)
-            for i in 1 2 3 4 5; do
-                hosts+="${hosts:+,}127.0.0.1:$(<"$run/redis5-$i/port")"
-            done
-            export DLOCK_TEST_REDIS5_HOSTS=$hosts
-            ;;
-        zk)
-            DLOCK_TEST_ZK_URI="zk://127.0.0.1:$(<"$run/zk-1/port")"
-            export DLOCK_TEST_ZK_URI
-            ;;
-        zk3)
-            for i in 1 2 3; do
-                hosts+="${hosts:+,}127.0.0.1:$(<"$run/zk3-$i/port")"
-            done
-            export DLOCK_TEST_ZK3_URI="zk://$hosts"
+        redis) export DLOCK_TEST_REDIS_URI="redis://$hosts" ;;
+        redis5) export DLOCK_TEST_REDIS5_HOSTS=$hosts ;;
+        zk) export DLOCK_TEST_ZK_URI="zk://$hosts" ;;
+        zk3) export DLOCK_TEST_ZK3_URI="zk://$hosts" ;;
+        etcd | etcd3)
+            # The URI for dlock; the same members as etcdctl --endpoints.
+            local up=${kind^^}
+            export "DLOCK_TEST_${up}_URI=etcd://$hosts"
+            export "DLOCK_TEST_${up}_ENDPOINTS=$(dlt_kind_hosts "$kind" "$run" http://)"
             ;;
         pg)
             local p

@@ -11,13 +11,18 @@
 #                                              DLOCK_TEST_PG_ADMIN_URI (superuser postgres), DLOCK_TEST_PG_PASSWORD
 #       mysql   MariaDB                     -> DLOCK_TEST_MYSQL_URI=mysql://dlock:PW@127.0.0.1:P/dlock
 #                                              DLOCK_TEST_MYSQL_ADMIN_URI (root), DLOCK_TEST_MYSQL_PASSWORD
+#       etcd    one etcd member (v3 API)    -> DLOCK_TEST_ETCD_URI=etcd://127.0.0.1:P
+#                                              DLOCK_TEST_ETCD_ENDPOINTS=http://127.0.0.1:P (etcdctl --endpoints)
+#       etcd3   three-member etcd cluster   -> DLOCK_TEST_ETCD3_URI=etcd://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
+#                                              DLOCK_TEST_ETCD3_ENDPOINTS=http://127.0.0.1:P1,...
 # Always: DLOCK_TEST_RUN_DIR (the run dir) and DLOCK_TEST_SERVERCTL (ctl.sh).
 #
 # Servers listen on 127.0.0.1 only, on free ports picked per run, so many
 # runs (parallel meson tests) coexist. A KIND whose variable is already set
 # (an outer with-servers.sh started it) is reused, unless --fresh.
 # CMD's exit status is returned; every server started here is stopped and
-# the run dir removed afterwards, also on SIGINT/SIGTERM/SIGHUP
+# the run dir removed afterwards, also on SIGINT/SIGTERM/SIGHUP (etcd3
+# members with SIGKILL: see dlt_stop_signal)
 # (DLOCK_TEST_KEEP=1 keeps the run dir). DLOCK_TEST_VERBOSE=1 reports ports
 # and start/stop times on stderr. DLOCK_TEST_READY_TIMEOUT (default 60 s)
 # bounds the wait for a server to answer; ports come from
@@ -44,7 +49,7 @@ stop_run() { # RUN
         d=${d%/}
         [[ -L $d || ! -e $d/cmd ]] || nodes+=("$d")
     done
-    dlt_stop_nodes "" "${nodes[@]}" || true
+    dlt_stop_nodes all "${nodes[@]}" || true
     # Safety net: initdb/mariadb-install-db interrupted by a signal, or a
     # server launched in the instant its start-up subshell was killed.
     left=$(dlt_procs_under_any "$run")
