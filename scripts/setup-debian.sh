@@ -31,14 +31,18 @@ build_pkgs=(
     debhelper dpkg-dev build-essential lintian
 )
 # Client libraries the backends link against. libmariadb-dev-compat provides
-# the "mysqlclient" pkg-config name.
+# the "mysqlclient" pkg-config name; the etcd backend speaks HTTP/JSON to
+# etcd's gateway through libcurl.
 client_pkgs=(
     libhiredis-dev libzookeeper-mt-dev libpq-dev libmariadb-dev
-    libmariadb-dev-compat
+    libmariadb-dev-compat libcurl4-openssl-dev
 )
 # Servers for the tests (started by hand by tests/servers/with-servers.sh).
+# etcd-client's etcdctl is the other side of the etcd interop test
+# (etcdctl lock).
 server_pkgs=(
     redis-server redis-tools zookeeper postgresql mariadb-server
+    etcd-server etcd-client
 )
 # ZooKeeper/Curator interop test: a small Java program using Curator's
 # InterProcessMutex against the same lock path as dlock. Curator logs through
@@ -129,6 +133,24 @@ fi
 run_logged "apt-get install ${to_install[*]}" \
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
     "${to_install[@]}"
+
+# etcd-server's postinst starts a system etcd (2379/2380, data in
+# /var/lib/etcd) wherever services may start: under systemd, or under
+# sysvinit without a policy-rc.d that forbids it (these machines have one).
+# The tests start their own members on other ports and need none: stop and
+# disable one that this install started. One that was there before this
+# run is left alone.
+if [[ " ${to_install[*]} " == *" etcd-server "* ]]; then
+    if [[ -d /run/systemd/system ]]; then
+        if systemctl is-active --quiet etcd 2>/dev/null; then
+            run_logged "stopping the system etcd the package started" \
+                as_root systemctl disable --now etcd
+        fi
+    elif [[ -x /etc/init.d/etcd ]] && /etc/init.d/etcd status >/dev/null 2>&1; then
+        run_logged "stopping the system etcd the package started" as_root /etc/init.d/etcd stop
+        run_logged "disabling its start at boot" as_root update-rc.d etcd disable
+    fi
+fi
 
 # The server packages create these system users; with-servers.sh runs
 # postgres and mariadbd as them (both refuse to run as root). Check rather
