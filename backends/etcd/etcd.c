@@ -1,0 +1,283 @@
+/*
+ * etcd.c: the etcd:// backend's table, its URI read into a context, and
+ * sessions (one libcurl handle and one etcd lease each; etcd.h says how
+ * the files divide the rest).
+ *
+ *   etcd://host[:port][,host[:port]...][/prefix]?lease=30s&timeout=5s
+ *
+ * Every host is a member of one cluster; requests go to the one that
+ * answered last and move on when it does not. The path is a key prefix:
+ * empty (the default) gives the keys `etcdctl lock NAME` uses.
+ *
+ * Divisions: the context; names; sessions; modes and the table.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etcd.h"
+
+/* ---- the context ------------------------------------------------------------- */
+
+static void etcd_ctx_close(void *ctx)
+{
+    struct etcd_ctx *x = ctx;
+
+    if (x == NULL)
+        return;
+    for (size_t i = 0; i < x->nmembers; i++)
+        free(x->members[i]);
+    pthread_mutex_destroy(&x->mu);
+    free(x->counts);
+    free(x);
+}
+
+/* The key prefix: the URI's path without its leading '/' (ending in '/'
+ * when not empty), then the namespace as one encoded segment and '/'. */
+static int ctx_prefix(struct etcd_ctx *x, const struct dlock_uri *u,
+                      char *err, size_t errlen)
+{
+    const char *p = u->path[0] == '/' ? u->path + 1 : u->path;
+    size_t n = strlen(p);
+    int w;
+
+    w = snprintf(x->prefix, sizeof x->prefix, "%s%s", p,
+                 n > 0 && p[n - 1] != '/' ? "/" : "");
+    if (w < 0 || (size_t)w > ETCD_PREFIX_MAX ||
+        3 * strlen(u->ns) + 1 > ETCD_PREFIX_MAX - (size_t)w)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "path: the key prefix (path and namespace) is "
+                            "longer than %d bytes",
+                            ETCD_PREFIX_MAX);
+    x->prefix_len = (size_t)w;
+    if (u->ns[0] != '\0') {
+        char seg[ETCD_KEY_MAX + 1];
+        size_t len = dlock__etcd_name_prefix(x, seg, u->ns, strlen(u->ns));
+        memcpy(x->prefix, seg, len + 1);
+        x->prefix_len = len;
+    }
+    return DLOCK_OK;
+}
+
+static int etcd_ctx_open(void **out, const struct dlock_uri *u,
+                         const struct dlock_mode *mode, char *err,
+                         size_t errlen)
+{
+    struct etcd_ctx *x = calloc(1, sizeof *x);
+    uint32_t server_ms;
+    int rc;
+
+    *out = NULL;
+    if (x == NULL)
+        return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&x->mu, NULL);
+    (void)mode; /* the modes differ in their kinds alone */
+    x->timeout_ms = u->timeout_ms;
+    if (u->nhosts == 0 || u->hosts[0].host[0] == '\0') {
+        etcd_ctx_close(x);
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "host: etcd:// needs at least one member "
+                            "(etcd://host[:port][,host[:port]...])");
+    }
+    if (u->nhosts > ETCD_MAX_MEMBERS) {
+        etcd_ctx_close(x);
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "host: %zu members, at most %d", u->nhosts,
+                            ETCD_MAX_MEMBERS);
+    }
+    if (u->user != NULL || u->password != NULL) {
+        etcd_ctx_close(x);
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "user: etcd's authentication is not supported "
+                            "by this backend; give no user or password");
+    }
+    for (size_t i = 0; i < u->nhosts; i++) {
+        const struct dlock_uri_host *h = &u->hosts[i];
+        char url[300];
+        snprintf(url, sizeof url, "http://%s%s%s:%u", h->ipv6 ? "[" : "",
+                 h->host, h->ipv6 ? "]" : "",
+                 h->port != 0 ? h->port : 2379u);
+        if ((x->members[i] = strdup(url)) == NULL) {
+            etcd_ctx_close(x);
+            return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
+        }
+        x->nmembers++;
+    }
+    if (u->lease_ms < 1000) {
+        etcd_ctx_close(x);
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "lease: %u ms; etcd leases count whole seconds, "
+                            "so at least 1s",
+                            u->lease_ms);
+    }
+    /* etcd ends the lease after its TTL without a keepalive; the holder
+     * believes for lease_ms from before its request [B-BOUND-1]. */
+    server_ms = dlock_server_timeout_ms(u->lease_ms);
+    x->ttl_s = (server_ms + 999) / 1000;
+    if ((rc = ctx_prefix(x, u, err, errlen)) != DLOCK_OK) {
+        etcd_ctx_close(x);
+        return rc;
+    }
+    *out = x;
+    return DLOCK_OK;
+}
+
+int dlock__etcd_lease_grants(struct etcd_ctx *x, int64_t lease, int delta)
+{
+    size_t i;
+    int n = -1;
+
+    pthread_mutex_lock(&x->mu);
+    for (i = 0; i < x->ncounts && x->counts[i].lease != lease; i++)
+        ;
+    if (i == x->ncounts && delta > 0) {
+        if (x->ncounts == x->capcounts) {
+            size_t cap = x->capcounts ? 2 * x->capcounts : 8;
+            void *p = realloc(x->counts, cap * sizeof *x->counts);
+            if (p == NULL)
+                goto out;
+            x->counts = p;
+            x->capcounts = cap;
+        }
+        x->counts[x->ncounts++] = (struct etcd_lease_count){lease, 0};
+    }
+    if (i == x->ncounts) {
+        n = 0;
+        goto out;
+    }
+    if (delta > 0 || x->counts[i].grants > 0)
+        x->counts[i].grants += (uint32_t)delta;
+    n = (int)x->counts[i].grants;
+    if (n == 0)
+        x->counts[i] = x->counts[--x->ncounts];
+out:
+    pthread_mutex_unlock(&x->mu);
+    return n;
+}
+
+/* ---- names ------------------------------------------------------------------ */
+
+size_t dlock__etcd_name_prefix(const struct etcd_ctx *x, char *out,
+                               const char *name, size_t len)
+{
+    size_t n = x->prefix_len, start;
+
+    memcpy(out, x->prefix, n);
+    start = n;
+    for (size_t i = 0; i < len; i++) {
+        if (n - start > ETCD_NAME_ENC_MAX - 3) {
+            /* Long: the first bytes, then the hash of the whole name
+             * ('~' is escaped in every name, so this form is its own). */
+            uint8_t h[32];
+            dlock_sha256(h, name, len);
+            out[n++] = '~';
+            for (size_t j = 0; j < sizeof h; j++)
+                n += (size_t)sprintf(out + n, "%02x", h[j]);
+            break;
+        }
+        if (name[i] == '/' || name[i] == '%' || name[i] == '~')
+            n += (size_t)sprintf(out + n, "%%%02X", (unsigned char)name[i]);
+        else
+            out[n++] = name[i];
+    }
+    out[n++] = '/';
+    out[n] = '\0';
+    return n;
+}
+
+/* ---- sessions ------------------------------------------------------------------ */
+
+static int etcd_global_init(void)
+{
+    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? DLOCK_OK
+                                                             : DLOCK_ERROR;
+}
+
+static void etcd_global_cleanup(void)
+{
+    curl_global_cleanup();
+}
+
+static void etcd_close(struct dlock_session *s)
+{
+    struct etcd_session *es = (struct etcd_session *)s;
+
+    /* The lease is not revoked: grants on it may be renewed and released
+     * through other sessions; with no keys it ends after its TTL. */
+    if (es->curl != NULL)
+        curl_easy_cleanup(es->curl);
+    if (es->multi != NULL)
+        curl_multi_cleanup(es->multi);
+    dlock__etcd_buf_free(&es->body);
+    dlock__etcd_buf_free(&es->resp);
+    free(es);
+}
+
+static int etcd_open(struct dlock_session **out, const struct dlock_uri *u,
+                     void *ctx, char *err, size_t errlen)
+{
+    struct etcd_session *es = calloc(1, sizeof *es);
+    int rc;
+
+    (void)u;
+    *out = NULL;
+    if (es == NULL || (es->curl = curl_easy_init()) == NULL ||
+        (es->multi = dlock__etcd_multi_new()) == NULL) {
+        if (es != NULL)
+            etcd_close(&es->base);
+        return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
+    }
+    es->x = ctx;
+    /* Open means reachable: grant the session's lease now. */
+    rc = dlock__etcd_lease_ensure(es, dlock_now_ms() + es->x->timeout_ms);
+    if (rc != DLOCK_OK) {
+        /* The message went to the session; open() reports through err. */
+        dlock_errorf(err, errlen, rc, "%s", es->why);
+        etcd_close(&es->base);
+        return rc;
+    }
+    *out = &es->base;
+    return DLOCK_OK;
+}
+
+/* ---- modes and the table -------------------------------------------------------- */
+
+static const struct dlock_mode etcd_mutex = {
+    .name = "mutex",
+    .summary = "etcd's concurrency.Mutex keys: excludes etcdctl lock and Go "
+               "clients",
+    .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),
+    .caps = ETCD_CAPS,
+    ETCD_MODE_COMMON,
+};
+
+/* The same queue; a reader's key is "<name>/r/<lease>" and it waits only
+ * for the writers before it (recipe.c). */
+static const struct dlock_mode etcd_rwlock = {
+    .name = "rwlock",
+    .summary = "the mutex's queue, with readers (<name>/r/<lease>) that "
+               "share",
+    .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
+             DLOCK_KIND_BIT(DLOCK_KIND_SHARED),
+    .caps = ETCD_CAPS | DLOCK_CAP_SHARED,
+    ETCD_MODE_COMMON,
+};
+
+static const struct dlock_mode *const etcd_modes[] = {&etcd_mutex,
+                                                      &etcd_rwlock, NULL};
+
+const struct dlock_backend dlock__backend_etcd = {
+    .version = DLOCK_BACKEND_VERSION,
+    .scheme = "etcd",
+    .aliases = NULL,
+    .params = NULL,
+    .summary = "etcd v3 through its JSON gateway: leases and etcd's own "
+               "mutex recipe",
+    .modes = etcd_modes,
+    .global_init = etcd_global_init,
+    .global_cleanup = etcd_global_cleanup,
+    .ctx_open = etcd_ctx_open,
+    .ctx_close = etcd_ctx_close,
+    .open = etcd_open,
+    .close = etcd_close,
+};

@@ -1,0 +1,224 @@
+/*
+ * etcd.h: the etcd:// backend's private header. etcd's v3 API is reached
+ * as JSON over HTTP through the gateway every etcd 3.4 member serves on
+ * its client port, with libcurl and json-c, so no gRPC is needed.
+ *
+ * The lock is etcd's own concurrency.Mutex recipe, so dlock, `etcdctl
+ * lock NAME` and Go's concurrency.Mutex exclude each other: each contender
+ * puts "<prefix><name>/<lease id in hex>" attached to its session's lease,
+ * in one transaction that also reads the key with the smallest create
+ * revision under "<prefix><name>/"; the contender whose key has that
+ * revision holds the lock, every other one watches only the deletion of
+ * the key just before its own (the largest create revision below its
+ * own). The fence is the key's create revision, which etcd's revision
+ * counter makes strictly increasing across grants, also across restarts
+ * and leader changes. A reader (mode rwlock) puts "<name>/r/<lease>" and
+ * waits only for the writers before it; to etcdctl and Go it is one more
+ * contender.
+ *
+ * Files:
+ *   etcd.c    the table, the URI read into a context, sessions
+ *   http.c    POST of a JSON body to one of the members, failover, the
+ *             watch stream, base64 of keys (nettle)
+ *   lease.c   the session's lease: grant, keepalive, renewals of grants
+ *   recipe.c  acquire, release, inspect: the mutex recipe
+ *   floor.c   the bench's bare protocol: the same requests, no dlock core
+ */
+#ifndef DLOCK_BACKEND_ETCD_H
+#define DLOCK_BACKEND_ETCD_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <json-c/json.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlock/backend.h"
+
+/* Members in one URI, and the longest key prefix the URI may set. */
+#define ETCD_MAX_MEMBERS 16
+#define ETCD_PREFIX_MAX 512
+/* A name in a key: '/', '%' and '~' written %XX, the rest as is; a name
+ * whose encoding is longer than this is cut and ends with '~' and the
+ * SHA-256 of the whole name in hex, so every key stays short. */
+#define ETCD_NAME_ENC_MAX 512
+/* A key: prefix, the encoded name, '/', "r/", 16 hex digits of the lease,
+ * '.' and 16 of a handle's serial. */
+#define ETCD_KEY_MAX (ETCD_PREFIX_MAX + ETCD_NAME_ENC_MAX + 64 + 48)
+
+/* etcd's gRPC code for "requested lease not found" (and other absences). */
+#define ETCD_CODE_NOT_FOUND 5
+
+/* Waiting is native (a watch), so core's backoff only paces reconnects. */
+#define ETCD_RETRY_MIN_MS 20
+#define ETCD_RETRY_MAX_MS 500
+
+/* What every mode gives. The lock is a key on the session's lease: it
+ * expires unless renewed (LEASE), and etcd ends a lease that is not kept
+ * alive for its TTL, which is dlock_server_timeout_ms(lease) rounded up to
+ * whole seconds (SERVER_TIMEOUT). Waiters are queued by create revision
+ * on the server and woken by a watch on their predecessor (NATIVE_WAIT,
+ * FAIR). Leases outlive HTTP connections (SURVIVES_RECONNECT); one
+ * keepalive serves every lock of a lease (BATCH_RENEW). No CONN_BOUND:
+ * a lock outlives its connection, and its session is shared with other
+ * handles; so a contender about to wait on a lease that carries grants
+ * moves to a lease of its own first (recipe.c), and no waiter's keepalive
+ * ever prolongs a lock whose holder stopped renewing. */
+#define ETCD_CAPS \
+    (DLOCK_CAP_LEASE | DLOCK_CAP_SERVER_TIMEOUT | DLOCK_CAP_NATIVE_WAIT | \
+     DLOCK_CAP_FAIR | DLOCK_CAP_FENCING | DLOCK_CAP_SURVIVES_RECONNECT | \
+     DLOCK_CAP_BATCH_RENEW)
+
+/* Per client: the URI, read once. Read-only after ctx_open() except next,
+ * the member to try first (any thread may move it on). */
+struct etcd_ctx {
+    char *members[ETCD_MAX_MEMBERS]; /* "http://host:port" */
+    size_t nmembers;
+    unsigned next; /* atomic: index of the member that answered last */
+    char prefix[ETCD_PREFIX_MAX + 1];
+    size_t prefix_len;
+    uint32_t ttl_s;      /* the etcd lease's TTL */
+    uint32_t timeout_ms; /* each request */
+    /* How many grants each lease carries, for leases that carry any
+     * (granted in recipe.c, released in release()). */
+    pthread_mutex_t mu;
+    struct etcd_lease_count {
+        int64_t lease;
+        uint32_t grants;
+    } *counts;
+    size_t ncounts, capcounts;
+};
+
+/* A growable buffer for request and response bodies. */
+struct etcd_buf {
+    char *p;
+    size_t len, cap;
+};
+
+struct etcd_session {
+    struct dlock_session base;
+    struct etcd_ctx *x;
+    CURL *curl;              /* one connection kept alive to a member */
+    CURLM *multi;            /* drives curl (dlock__etcd_multi_new) */
+    struct etcd_buf body;    /* the request being built */
+    struct etcd_buf resp;    /* the last response */
+    int64_t lease;           /* 0: none yet, or it expired */
+    int64_t lease_alive_ms;  /* dlock_now_ms() of its last keepalive */
+    char key[ETCD_KEY_MAX + 1];
+    size_t key_len;
+    char aux[ETCD_KEY_MAX + 1];
+    size_t aux_len;
+    char why[256]; /* the last failure, as dlock_session_error() got it */
+};
+
+/* ---- etcd.c ------------------------------------------------------------- */
+
+/* "<prefix><name>/" into out (ETCD_KEY_MAX + 1), the name encoded as
+ * ETCD_NAME_ENC_MAX says, so that no name's keys fall under another's
+ * prefix. Returns the length. */
+size_t dlock__etcd_name_prefix(const struct etcd_ctx *x, char *out,
+                               const char *name, size_t len);
+
+/* Count a grant on lease (+1) or its end (-1); the number it carries now
+ * (-1 when out of memory: counted as carrying grants). */
+int dlock__etcd_lease_grants(struct etcd_ctx *x, int64_t lease, int delta);
+
+/* ---- http.c ------------------------------------------------------------- */
+
+int dlock__etcd_fail(struct etcd_session *es, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A multi handle whose own descriptors are close-on-exec. */
+CURLM *dlock__etcd_multi_new(void);
+
+void dlock__etcd_buf_free(struct etcd_buf *b);
+/* Append text; 0, or -1 when out of memory (the buffer is kept). */
+int dlock__etcd_buf_printf(struct etcd_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Append the base64 of data inside the JSON string being written. */
+int dlock__etcd_buf_b64(struct etcd_buf *b, const void *data, size_t len);
+/* Decode base64 text into out (cap bytes); the length, or -1. */
+long dlock__etcd_unb64(const char *text, char *out, size_t cap);
+
+/*
+ * POST es->body to path ("/v3/kv/txn") on a member, by the deadline
+ * (dlock_now_ms() clock) and the URI's timeout, whichever is first. A
+ * member that cannot be reached is left for the next one. DLOCK_OK with
+ * *out the parsed reply (the caller's, json_object_put()); DLOCK_ECONNECT
+ * when no member answered; DLOCK_ERROR with the server's message when it
+ * refused (*code then etcd's gRPC code, e.g. 5 for a lease not found).
+ */
+int dlock__etcd_post(struct etcd_session *es, const char *path,
+                     int64_t deadline_ms, json_object **out, int *code);
+
+/*
+ * Wait until key (raw bytes) is deleted at or after revision rev, or until
+ * deadline_ms: 1 when deleted, 0 when the time ran out, or a DLOCK_E*
+ * error (the session's message says why).
+ */
+int dlock__etcd_watch_delete(struct etcd_session *es, const char *key,
+                             size_t key_len, int64_t rev,
+                             int64_t deadline_ms);
+
+/* JSON readers. A path is members and array indexes joined by dots,
+ * "responses.1.response_range.kvs.0"; anything missing (or of another
+ * type) reads as NULL, 0, or an empty array. */
+json_object *dlock__etcd_get(json_object *o, const char *path);
+int64_t dlock__etcd_i64(json_object *o, const char *path);
+size_t dlock__etcd_len(json_object *a);
+
+/* ---- lease.c ------------------------------------------------------------ */
+
+/* Give the session a lease if it has none. An existing one is not kept
+ * alive here: only renewals of its grants and the session's own waits do
+ * that; a lease that ended shows when a put names it (enqueue). */
+int dlock__etcd_lease_ensure(struct etcd_session *es, int64_t deadline_ms);
+/* Keep lease id alive once: DLOCK_OK, DLOCK_ELOST when it is gone. */
+int dlock__etcd_keepalive(struct etcd_session *es, int64_t id,
+                          int64_t deadline_ms);
+int dlock__etcd_renew(struct dlock_session *s, struct dlock_renewal *items,
+                      size_t n);
+
+/* ---- recipe.c ----------------------------------------------------------- */
+
+int dlock__etcd_acquire(struct dlock_session *s,
+                        const struct dlock_request *req, int64_t deadline_ms,
+                        struct dlock_grant *grant, uint32_t *retry_ms);
+int dlock__etcd_release(struct dlock_session *s,
+                        const struct dlock_request *req,
+                        struct dlock_grant *grant);
+int dlock__etcd_inspect(struct dlock_session *s, const char *name,
+                        size_t len, dlock_state *out);
+
+/*
+ * The queue's two writes, shared with the bench's floor: put the key in
+ * es->key unless it exists, on the session's lease, in one transaction
+ * that also reads the first key of the name's queue (prefix in es->aux).
+ * *rev: the key's create revision; *first: the queue's first create
+ * revision; *mine 0 when the key existed with another owner's value.
+ * DLOCK_EBUSY when the session's lease had ended (es->lease is then 0).
+ */
+int dlock__etcd_enqueue(struct etcd_session *es, const char *owner,
+                        size_t owner_len, int64_t io, int64_t *rev,
+                        int64_t *first, int *mine);
+/* Delete key if it still has create revision rev: 1, 0 (it had not), or
+ * an error. */
+int dlock__etcd_delete_if(struct etcd_session *es, const char *key,
+                          size_t len, int64_t rev, int64_t io);
+/* "<prefix><name>/" into es->aux; 0, or -1 when too long. */
+int dlock__etcd_queue_prefix(struct etcd_session *es, const char *name,
+                             size_t len);
+
+/* ---- floor.c ------------------------------------------------------------ */
+
+int dlock__etcd_floor(const struct dlock_uri *uri, const char *name,
+                      uint32_t n, uint64_t *ns_out, char *err,
+                      size_t errlen);
+
+/* What both modes share: they run one recipe with different kinds. */
+#define ETCD_MODE_COMMON \
+    .retry_min_ms = ETCD_RETRY_MIN_MS, \
+    .retry_max_ms = ETCD_RETRY_MAX_MS, .acquire = dlock__etcd_acquire, \
+    .renew = dlock__etcd_renew, .release = dlock__etcd_release, \
+    .inspect = dlock__etcd_inspect, .floor = dlock__etcd_floor
+
+#endif /* DLOCK_BACKEND_ETCD_H */

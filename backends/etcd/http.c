@@ -1,0 +1,411 @@
+/*
+ * http.c: talking to etcd's JSON gateway with libcurl. A request is a POST
+ * of the session's body buffer to one member; a member that cannot be
+ * reached is left for the next (a stopped member of a cluster costs one
+ * connect attempt, then the next request starts at the member that
+ * answered). The watch is the gateway's streaming /v3/watch: one JSON
+ * object per line, read as it comes until the watched key's DELETE event.
+ * Keys and values are base64 in the gateway's JSON (nettle's base64).
+ *
+ * Divisions: buffers and base64; one request; the watch; JSON readers.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <nettle/base64.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "etcd.h"
+
+/* Record why the call failed on the session (es->why, for open(), which
+ * reports through its err) and through core [B-ERR-1]. */
+int dlock__etcd_fail(struct etcd_session *es, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(es->why, sizeof es->why, fmt, ap);
+    va_end(ap);
+    return dlock_session_error(&es->base, code, "%s", es->why);
+}
+
+/* ---- buffers and base64 --------------------------------------------------- */
+
+void dlock__etcd_buf_free(struct etcd_buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+static int buf_reserve(struct etcd_buf *b, size_t more)
+{
+    size_t cap;
+    char *p;
+
+    if (b->len + more + 1 <= b->cap)
+        return 0;
+    cap = b->cap ? b->cap : 256;
+    while (cap < b->len + more + 1)
+        cap *= 2;
+    if ((p = realloc(b->p, cap)) == NULL)
+        return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+int dlock__etcd_buf_printf(struct etcd_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || buf_reserve(b, (size_t)n) != 0)
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+int dlock__etcd_buf_b64(struct etcd_buf *b, const void *data, size_t len)
+{
+    size_t n = BASE64_ENCODE_RAW_LENGTH(len);
+
+    if (buf_reserve(b, n) != 0)
+        return -1;
+    base64_encode_raw(b->p + b->len, len, data);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return 0;
+}
+
+long dlock__etcd_unb64(const char *text, char *out, size_t cap)
+{
+    struct base64_decode_ctx ctx;
+    size_t in = strlen(text), done = cap;
+
+    if (BASE64_DECODE_LENGTH(in) > cap)
+        return -1;
+    base64_decode_init(&ctx);
+    if (!base64_decode_update(&ctx, &done, (uint8_t *)out, in, text) ||
+        !base64_decode_final(&ctx))
+        return -1;
+    return (long)done;
+}
+
+/* ---- one request ------------------------------------------------------------ */
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg)
+{
+    struct etcd_buf *b = arg;
+
+    if (buf_reserve(b, size * n) != 0)
+        return 0;
+    memcpy(b->p + b->len, p, size * n);
+    b->len += size * n;
+    b->p[b->len] = '\0';
+    return size * n;
+}
+
+/* The time left for one request: the URI's timeout, cut by the deadline;
+ * 0 when the deadline has passed. */
+static long request_ms(const struct etcd_ctx *x, int64_t deadline_ms)
+{
+    int64_t left = deadline_ms - dlock_now_ms();
+
+    if (left <= 0)
+        return 0;
+    return left < x->timeout_ms ? (long)left : (long)x->timeout_ms;
+}
+
+static void set_common(struct etcd_session *es, const char *url, long ms)
+{
+    CURL *c = es->curl;
+
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, es->body.p != NULL ? es->body.p
+                                                               : "");
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)es->body.len);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms > 0 ? ms : 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms > 0 ? ms : 1L);
+    /* etcd answers on loopback or a LAN: never through a proxy from the
+     * environment, and only the plain http of the URI. */
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+}
+
+/* Descriptors curl opens are close-on-exec [B-EXEC-1]. */
+static curl_socket_t open_socket(void *arg, curlsocktype purpose,
+                                 struct curl_sockaddr *a)
+{
+    (void)arg;
+    (void)purpose;
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+static void set_socket(CURL *c)
+{
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+}
+
+/* The descriptors open now, as bits (the first ETCD_FD_BITS). */
+#define ETCD_FD_BITS 4096
+static void fd_bits(unsigned char *bits)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+
+    memset(bits, 0, ETCD_FD_BITS / 8);
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        long fd = strtol(e->d_name, NULL, 10);
+        if (e->d_name[0] != '.' && fd >= 0 && fd < ETCD_FD_BITS &&
+            fd != dirfd(d))
+            bits[fd / 8] |= (unsigned char)(1u << (fd % 8));
+    }
+    closedir(d);
+}
+
+CURLM *dlock__etcd_multi_new(void)
+{
+    unsigned char before[ETCD_FD_BITS / 8], after[ETCD_FD_BITS / 8];
+    CURLM *m;
+
+    /* libcurl 7.88 opens a multi handle's wake-up socket pair without
+     * SOCK_CLOEXEC; find it by the descriptors curl_multi_init() added
+     * and mark them [B-EXEC-1] (another thread's socket opened in that
+     * instant would only be marked too). */
+    fd_bits(before);
+    m = curl_multi_init();
+    fd_bits(after);
+    for (int fd = 0; m != NULL && fd < ETCD_FD_BITS; fd++) {
+        int domain = 0;
+        socklen_t len = sizeof domain;
+        if ((after[fd / 8] & ~before[fd / 8]) & (1u << (fd % 8)) &&
+            getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+            domain == AF_UNIX)
+            dlock_fd_cloexec(fd);
+    }
+    return m;
+}
+
+/* Run the session's easy handle to its end through its multi handle
+ * (whose descriptors are close-on-exec, unlike curl_easy_perform()'s own
+ * multi handle's). The easy handle's timeouts bound it. */
+static CURLcode run(struct etcd_session *es)
+{
+    CURLcode res = CURLE_FAILED_INIT;
+    CURLMsg *msg;
+    int running = 1, left;
+
+    if (curl_multi_add_handle(es->multi, es->curl) != CURLM_OK)
+        return CURLE_FAILED_INIT;
+    while (running) {
+        if (curl_multi_perform(es->multi, &running) != CURLM_OK)
+            break;
+        if (running && curl_multi_poll(es->multi, NULL, 0, 1000, NULL) !=
+                           CURLM_OK)
+            break;
+    }
+    while ((msg = curl_multi_info_read(es->multi, &left)) != NULL)
+        if (msg->msg == CURLMSG_DONE && msg->easy_handle == es->curl)
+            res = msg->data.result;
+    curl_multi_remove_handle(es->multi, es->curl);
+    return res;
+}
+
+int dlock__etcd_post(struct etcd_session *es, const char *path,
+                     int64_t deadline_ms, json_object **out, int *code)
+{
+    struct etcd_ctx *x = es->x;
+    char url[320], why[CURL_ERROR_SIZE] = "";
+    unsigned first = __atomic_load_n(&x->next, __ATOMIC_RELAXED);
+    long status = 0;
+
+    *out = NULL;
+    if (code != NULL)
+        *code = 0;
+    for (size_t i = 0; i < x->nmembers; i++) {
+        unsigned m = (first + (unsigned)i) % (unsigned)x->nmembers;
+        long ms = request_ms(x, deadline_ms);
+        CURLcode cc;
+
+        if (ms == 0)
+            break;
+        snprintf(url, sizeof url, "%s%s", x->members[m], path);
+        set_common(es, url, ms);
+        set_socket(es->curl);
+        es->resp.len = 0;
+        curl_easy_setopt(es->curl, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(es->curl, CURLOPT_WRITEDATA, &es->resp);
+        curl_easy_setopt(es->curl, CURLOPT_ERRORBUFFER, why);
+        cc = run(es);
+        if (cc != CURLE_OK) {
+            if (why[0] == '\0')
+                snprintf(why, sizeof why, "%s", curl_easy_strerror(cc));
+            continue; /* the next member */
+        }
+        __atomic_store_n(&x->next, m, __ATOMIC_RELAXED);
+        curl_easy_getinfo(es->curl, CURLINFO_RESPONSE_CODE, &status);
+        *out = es->resp.len > 0 ? json_tokener_parse(es->resp.p) : NULL;
+        if (status == 200 && *out != NULL)
+            return DLOCK_OK;
+        if (*out != NULL && code != NULL)
+            *code = (int)dlock__etcd_i64(*out, "code");
+        {
+            json_object *msg = dlock__etcd_get(*out, "message");
+            int rc = dlock__etcd_fail(
+                es, DLOCK_ERROR, "%s: HTTP %ld: %.200s", path, status,
+                msg != NULL ? json_object_get_string(msg)
+                            : (es->resp.p != NULL ? es->resp.p : ""));
+            json_object_put(*out);
+            *out = NULL;
+            return rc;
+        }
+    }
+    return dlock__etcd_fail(es, DLOCK_ECONNECT,
+                            "%s: no member of %zu answered%s%s", path,
+                            x->nmembers, why[0] ? ": " : "", why);
+}
+
+/* ---- the watch ----------------------------------------------------------- */
+
+struct watch_state {
+    struct etcd_buf lines;
+    int deleted;   /* the DELETE event came */
+    int canceled;  /* the server ended the watch (compacted, ...) */
+};
+
+/* Each line of the stream is one JSON object; look at the complete ones.
+ * Returning less than given ends the transfer (deleted). */
+static size_t on_watch(char *p, size_t size, size_t n, void *arg)
+{
+    struct watch_state *w = arg;
+    char *nl;
+
+    if (on_data(p, size, n, &w->lines) != size * n)
+        return 0;
+    while ((nl = memchr(w->lines.p, '\n', w->lines.len)) != NULL) {
+        json_object *o;
+        *nl = '\0';
+        o = json_tokener_parse(w->lines.p);
+        if (o != NULL) {
+            json_object *ev = dlock__etcd_get(o, "result.events");
+            for (size_t i = 0; i < dlock__etcd_len(ev); i++) {
+                json_object *t = dlock__etcd_get(
+                    json_object_array_get_idx(ev, i), "type");
+                if (t != NULL &&
+                    strcmp(json_object_get_string(t), "DELETE") == 0)
+                    w->deleted = 1;
+            }
+            if (dlock__etcd_get(o, "result.canceled") != NULL ||
+                dlock__etcd_get(o, "error") != NULL)
+                w->canceled = 1;
+            json_object_put(o);
+        }
+        w->lines.len -= (size_t)(nl + 1 - w->lines.p);
+        memmove(w->lines.p, nl + 1, w->lines.len + 1);
+    }
+    return w->deleted || w->canceled ? 0 : size * n;
+}
+
+int dlock__etcd_watch_delete(struct etcd_session *es, const char *key,
+                             size_t key_len, int64_t rev,
+                             int64_t deadline_ms)
+{
+    struct etcd_ctx *x = es->x;
+    struct watch_state w = {{NULL, 0, 0}, 0, 0};
+    unsigned m = __atomic_load_n(&x->next, __ATOMIC_RELAXED);
+    char url[320], why[CURL_ERROR_SIZE] = "";
+    int64_t left = deadline_ms - dlock_now_ms();
+    CURLcode cc;
+
+    if (left <= 0)
+        return 0;
+    es->body.len = 0;
+    if (dlock__etcd_buf_printf(&es->body, "{\"create_request\":{\"key\":\"") ||
+        dlock__etcd_buf_b64(&es->body, key, key_len) ||
+        dlock__etcd_buf_printf(&es->body,
+                               "\",\"start_revision\":\"%lld\","
+                               "\"filters\":[\"NOPUT\"]}}",
+                               (long long)rev))
+        return dlock__etcd_fail(es, DLOCK_ENOMEM, "out of memory");
+    snprintf(url, sizeof url, "%s/v3/watch", x->members[m]);
+    set_common(es, url, left > INT32_MAX ? INT32_MAX : (long)left);
+    set_socket(es->curl);
+    /* Connecting is bounded by the URI's timeout, the stream by the
+     * deadline alone. */
+    curl_easy_setopt(es->curl, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)(left < x->timeout_ms ? left : x->timeout_ms));
+    curl_easy_setopt(es->curl, CURLOPT_WRITEFUNCTION, on_watch);
+    curl_easy_setopt(es->curl, CURLOPT_WRITEDATA, &w);
+    curl_easy_setopt(es->curl, CURLOPT_ERRORBUFFER, why);
+    cc = run(es);
+    dlock__etcd_buf_free(&w.lines);
+    if (w.deleted)
+        return 1;
+    if (cc == CURLE_OPERATION_TIMEDOUT || w.canceled)
+        return 0; /* the caller looks again */
+    if (cc == CURLE_OK)
+        return 0; /* the stream ended (a member stopping): look again */
+    /* This member is unreachable: the next request tries the others. */
+    __atomic_store_n(&x->next, (m + 1) % (unsigned)x->nmembers,
+                     __ATOMIC_RELAXED);
+    return dlock__etcd_fail(es, DLOCK_ECONNECT, "watch on %s: %s",
+                            x->members[m],
+                            why[0] ? why : curl_easy_strerror(cc));
+}
+
+/* ---- JSON readers --------------------------------------------------------- */
+
+json_object *dlock__etcd_get(json_object *o, const char *path)
+{
+    char part[64];
+
+    while (o != NULL && *path != '\0') {
+        size_t n = strcspn(path, ".");
+        if (n >= sizeof part)
+            return NULL;
+        memcpy(part, path, n);
+        part[n] = '\0';
+        if (json_object_is_type(o, json_type_array)) {
+            char *end;
+            unsigned long i = strtoul(part, &end, 10);
+            if (n == 0 || *end != '\0' || i >= json_object_array_length(o))
+                return NULL;
+            o = json_object_array_get_idx(o, i);
+        } else if (!json_object_is_type(o, json_type_object) ||
+                   !json_object_object_get_ex(o, part, &o)) {
+            return NULL;
+        }
+        path += n + (path[n] == '.');
+    }
+    return o;
+}
+
+size_t dlock__etcd_len(json_object *a)
+{
+    return json_object_is_type(a, json_type_array) ? json_object_array_length(a)
+                                                   : 0;
+}
+
+int64_t dlock__etcd_i64(json_object *o, const char *member)
+{
+    json_object *v = dlock__etcd_get(o, member);
+
+    /* The gateway writes 64-bit numbers as strings; json-c parses both. */
+    return v != NULL ? json_object_get_int64(v) : 0;
+}
