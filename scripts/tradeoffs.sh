@@ -80,6 +80,9 @@ if [ "${1:-}" = --inner ]; then
             for m in insert for_update get_lock; do
                 entries+=("mysql $m|$DLOCK_TEST_MYSQL_URI?mode=$m|mysql")
             done ;;
+        etcd)
+            entries+=("etcd|$DLOCK_TEST_ETCD_URI?lease=3s|etcd"
+                "etcd rwlock|$DLOCK_TEST_ETCD_URI?lease=3s&mode=rwlock|etcd") ;;
         esac
     done
 
@@ -197,7 +200,7 @@ trap 'rm -rf "$locks"' EXIT
 built=$("$dlock" info "file://$locks/probe" | sed -n 's/^backends: //p')
 backends=() kinds=()
 for b in $built; do
-    case $b in file | redis | zk | postgres | mysql) ;; *) continue ;; esac
+    case $b in file | redis | zk | postgres | mysql | etcd) ;; *) continue ;; esac
     if [ -n "$only" ] && [[ ",$only," != *",$b,"* ]]; then continue; fi
     backends+=("$b")
     case $b in
@@ -205,6 +208,7 @@ for b in $built; do
     zk) kinds+=(zk) ;;
     postgres) kinds+=(pg) ;;
     mysql) kinds+=(mysql) ;;
+    etcd) kinds+=(etcd) ;;
     esac
 done
 [ ${#backends[@]} -gt 0 ] || { echo "tradeoffs.sh: no backend to measure (built: $built)" >&2; exit 64; }

@@ -92,7 +92,7 @@ has libdlock-dev "$arch" usr/include/dlock/dlock.h usr/include/dlock/backend.h \
     usr/share/man/man3/dlock.3.gz
 has dlock "$arch" usr/bin/dlock usr/share/man/man1/dlock.1.gz \
     usr/share/bash-completion/completions/dlock
-modules="redis zk postgres mysql"
+modules="redis zk postgres mysql etcd"
 for m in $modules; do
     has "libdlock0-$m" "$arch" "$lib/dlock/modules/dlock-$m.so"
     # The modules call backend.h's helpers, stable through a minor
@@ -104,7 +104,7 @@ for m in $modules; do
 done
 # The point of the modules: libdlock0 pulls in no client library.
 libdeps=$(dpkg-deb -f "$(deb libdlock0 "$arch")" Depends)
-for c in libhiredis libzookeeper libpq libmariadb libmysqlclient; do
+for c in libhiredis libzookeeper libpq libmariadb libmysqlclient libcurl; do
     case $libdeps in
     *"$c"*) fail "libdlock0 depends on $c: $libdeps" ;;
     esac
@@ -133,7 +133,7 @@ grep -qx "backends: ${modules} file" <<<"$out" ||
 # Without its module a scheme is refused at once (no connection is tried),
 # exit 64, naming the package to install.
 for u in redis://127.0.0.1:1 zk://127.0.0.1:1 postgres://u@127.0.0.1:1/d \
-         mysql://u@127.0.0.1:1/d; do
+         mysql://u@127.0.0.1:1/d etcd://127.0.0.1:1; do
     m=${u%%:*}
     rc=0
     out=$(run "$work/no-modules" info "$u" 2>&1) || rc=$?
