@@ -18,6 +18,7 @@
  *
  * Files:
  *   etcd.c    the table, the URI read into a context, sessions
+ *   keys.c    lock names in keys; how many grants each lease carries
  *   http.c    POST of a JSON body to one of the members, failover, the
  *             watch stream, base64 of keys (nettle)
  *   lease.c   the session's lease: grant, keepalive, renewals of grants
@@ -111,7 +112,7 @@ struct etcd_session {
     char why[256]; /* the last failure, as dlock_session_error() got it */
 };
 
-/* ---- etcd.c ------------------------------------------------------------- */
+/* ---- keys.c ------------------------------------------------------------- */
 
 /* "<prefix><name>/" into out (ETCD_KEY_MAX + 1), the name encoded as
  * ETCD_NAME_ENC_MAX says, so that no name's keys fall under another's
