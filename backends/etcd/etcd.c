@@ -143,8 +143,11 @@ static void etcd_close(struct dlock_session *s)
      * through other sessions; with no keys it ends after its TTL. */
     if (es->curl != NULL)
         curl_easy_cleanup(es->curl);
+    if (es->check != NULL)
+        curl_easy_cleanup(es->check);
     if (es->multi != NULL)
         curl_multi_cleanup(es->multi);
+    dlock__etcd_buf_free(&es->check_resp);
     dlock__etcd_buf_free(&es->body);
     dlock__etcd_buf_free(&es->resp);
     free(es);
@@ -159,6 +162,7 @@ static int etcd_open(struct dlock_session **out, const struct dlock_uri *u,
     (void)u;
     *out = NULL;
     if (es == NULL || (es->curl = curl_easy_init()) == NULL ||
+        (es->check = curl_easy_init()) == NULL ||
         (es->multi = dlock__etcd_multi_new()) == NULL) {
         if (es != NULL)
             etcd_close(&es->base);

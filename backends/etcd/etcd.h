@@ -101,6 +101,8 @@ struct etcd_session {
     struct etcd_ctx *x;
     CURL *curl;              /* one connection kept alive to a member */
     CURLM *multi;            /* drives curl (dlock__etcd_multi_new) */
+    CURL *check;             /* a range beside a watch (http.c) */
+    struct etcd_buf check_resp;
     struct etcd_buf body;    /* the request being built */
     struct etcd_buf resp;    /* the last response */
     int64_t lease;           /* 0: none yet, or it expired */
@@ -152,13 +154,13 @@ int dlock__etcd_post(struct etcd_session *es, const char *path,
                      int64_t deadline_ms, json_object **out, int *code);
 
 /*
- * Wait until key (raw bytes) is deleted at or after revision rev, or until
- * deadline_ms: 1 when deleted, 0 when the time ran out, or a DLOCK_E*
+ * Wait until key (raw bytes) is gone: a watch from now on, and once it is
+ * set up a check that the key still exists. 1 when it is gone, 0 when
+ * deadline_ms came first (or the watch ended: look again), or a DLOCK_E*
  * error (the session's message says why).
  */
 int dlock__etcd_watch_delete(struct etcd_session *es, const char *key,
-                             size_t key_len, int64_t rev,
-                             int64_t deadline_ms);
+                             size_t key_len, int64_t deadline_ms);
 
 /* JSON readers. A path is members and array indexes joined by dots,
  * "responses.1.response_range.kvs.0"; anything missing (or of another

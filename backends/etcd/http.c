@@ -4,7 +4,9 @@
  * reached is left for the next (a stopped member of a cluster costs one
  * connect attempt, then the next request starts at the member that
  * answered). The watch is the gateway's streaming /v3/watch: one JSON
- * object per line, read as it comes until the watched key's DELETE event.
+ * object per line, read as it comes until the watched key's DELETE event;
+ * once it is set up, a range in the same multi handle checks the key was
+ * not deleted before.
  * Keys and values are base64 in the gateway's JSON (nettle's base64).
  *
  * Divisions: buffers and base64; one request; the watch; JSON readers.
@@ -126,16 +128,18 @@ static long request_ms(const struct etcd_ctx *x, int64_t deadline_ms)
     return left < x->timeout_ms ? (long)left : (long)x->timeout_ms;
 }
 
-static void set_common(struct etcd_session *es, const char *url, long ms)
-{
-    CURL *c = es->curl;
+static curl_socket_t open_socket(void *arg, curlsocktype purpose,
+                                 struct curl_sockaddr *a);
 
+/* Set up handle c for one POST of body to url, bounded by ms. */
+static void set_common(CURL *c, const char *url, const struct etcd_buf *body,
+                       long ms)
+{
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, es->body.p != NULL ? es->body.p
-                                                               : "");
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)es->body.len);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->p != NULL ? body->p : "");
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body->len);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms > 0 ? ms : 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms > 0 ? ms : 1L);
@@ -144,6 +148,7 @@ static void set_common(struct etcd_session *es, const char *url, long ms)
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
 }
 
 /* Descriptors curl opens are close-on-exec [B-EXEC-1]. */
@@ -153,11 +158,6 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose,
     (void)arg;
     (void)purpose;
     return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
-}
-
-static void set_socket(CURL *c)
-{
-    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
 }
 
 /* The descriptors open now, as bits (the first ETCD_FD_BITS). */
@@ -246,8 +246,7 @@ int dlock__etcd_post(struct etcd_session *es, const char *path,
         if (ms == 0)
             break;
         snprintf(url, sizeof url, "%s%s", x->members[m], path);
-        set_common(es, url, ms);
-        set_socket(es->curl);
+        set_common(es->curl, url, &es->body, ms);
         es->resp.len = 0;
         curl_easy_setopt(es->curl, CURLOPT_WRITEFUNCTION, on_data);
         curl_easy_setopt(es->curl, CURLOPT_WRITEDATA, &es->resp);
@@ -285,7 +284,8 @@ int dlock__etcd_post(struct etcd_session *es, const char *path,
 
 struct watch_state {
     struct etcd_buf lines;
-    int deleted;   /* the DELETE event came */
+    int created;   /* etcd set the watch up */
+    int deleted;   /* the DELETE event came (or the check found none) */
     int canceled;  /* the server ended the watch (compacted, ...) */
 };
 
@@ -311,6 +311,8 @@ static size_t on_watch(char *p, size_t size, size_t n, void *arg)
                     strcmp(json_object_get_string(t), "DELETE") == 0)
                     w->deleted = 1;
             }
+            if (dlock__etcd_get(o, "result.created") != NULL)
+                w->created = 1;
             if (dlock__etcd_get(o, "result.canceled") != NULL ||
                 dlock__etcd_get(o, "error") != NULL)
                 w->canceled = 1;
@@ -322,30 +324,96 @@ static size_t on_watch(char *p, size_t size, size_t n, void *arg)
     return w->deleted || w->canceled ? 0 : size * n;
 }
 
+/*
+ * Drive the watch on es->curl and, once etcd says it is created, one
+ * range of the watched key on es->check in the same multi handle: a key
+ * already gone by then is as good as its DELETE event. Returns the
+ * watch's own result.
+ */
+static CURLcode watch_run(struct etcd_session *es, struct watch_state *w,
+                          const char *check_url,
+                          const struct etcd_buf *check_body, long ms)
+{
+    CURLcode res = CURLE_OK;
+    CURLMsg *msg;
+    int running, left, checking = 0, done = 0;
+
+    if (curl_multi_add_handle(es->multi, es->curl) != CURLM_OK)
+        return CURLE_FAILED_INIT;
+    while (!done && !w->deleted) {
+        if (curl_multi_perform(es->multi, &running) != CURLM_OK)
+            break;
+        while ((msg = curl_multi_info_read(es->multi, &left)) != NULL) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            if (msg->easy_handle == es->curl) {
+                res = msg->data.result;
+                done = 1;
+            } else if (msg->easy_handle == es->check) {
+                long status = 0;
+                json_object *r = NULL;
+                curl_easy_getinfo(es->check, CURLINFO_RESPONSE_CODE, &status);
+                if (msg->data.result == CURLE_OK && status == 200 &&
+                    (r = json_tokener_parse(es->check_resp.p)) != NULL &&
+                    dlock__etcd_get(r, "header") != NULL &&
+                    dlock__etcd_i64(r, "count") == 0)
+                    w->deleted = 1;
+                json_object_put(r);
+                curl_multi_remove_handle(es->multi, es->check);
+                checking = 2;
+            }
+        }
+        if (!done && !w->deleted && w->created && checking == 0) {
+            set_common(es->check, check_url, check_body, ms);
+            es->check_resp.len = 0;
+            curl_easy_setopt(es->check, CURLOPT_WRITEFUNCTION, on_data);
+            curl_easy_setopt(es->check, CURLOPT_WRITEDATA, &es->check_resp);
+            checking = curl_multi_add_handle(es->multi, es->check) ==
+                               CURLM_OK
+                           ? 1
+                           : 2;
+            continue;
+        }
+        if (!done && !w->deleted &&
+            curl_multi_poll(es->multi, NULL, 0, 1000, NULL) != CURLM_OK)
+            break;
+    }
+    if (checking == 1)
+        curl_multi_remove_handle(es->multi, es->check);
+    curl_multi_remove_handle(es->multi, es->curl);
+    return res;
+}
+
 int dlock__etcd_watch_delete(struct etcd_session *es, const char *key,
-                             size_t key_len, int64_t rev,
-                             int64_t deadline_ms)
+                             size_t key_len, int64_t deadline_ms)
 {
     struct etcd_ctx *x = es->x;
-    struct watch_state w = {{NULL, 0, 0}, 0, 0};
+    struct watch_state w = {{NULL, 0, 0}, 0, 0, 0};
+    struct etcd_buf check = {NULL, 0, 0};
     unsigned m = __atomic_load_n(&x->next, __ATOMIC_RELAXED);
-    char url[320], why[CURL_ERROR_SIZE] = "";
+    char url[320], check_url[320], why[CURL_ERROR_SIZE] = "";
     int64_t left = deadline_ms - dlock_now_ms();
+    long ms;
     CURLcode cc;
 
     if (left <= 0)
         return 0;
+    ms = left > INT32_MAX ? INT32_MAX : (long)left;
+    /* From now on (no start revision: a past one would put the watcher
+     * among etcd's unsynced ones, served every 100 ms), then the check. */
     es->body.len = 0;
     if (dlock__etcd_buf_printf(&es->body, "{\"create_request\":{\"key\":\"") ||
         dlock__etcd_buf_b64(&es->body, key, key_len) ||
-        dlock__etcd_buf_printf(&es->body,
-                               "\",\"start_revision\":\"%lld\","
-                               "\"filters\":[\"NOPUT\"]}}",
-                               (long long)rev))
+        dlock__etcd_buf_printf(&es->body, "\",\"filters\":[\"NOPUT\"]}}") ||
+        dlock__etcd_buf_printf(&check, "{\"key\":\"") ||
+        dlock__etcd_buf_b64(&check, key, key_len) ||
+        dlock__etcd_buf_printf(&check, "\",\"count_only\":true}")) {
+        dlock__etcd_buf_free(&check);
         return dlock__etcd_fail(es, DLOCK_ENOMEM, "out of memory");
+    }
     snprintf(url, sizeof url, "%s/v3/watch", x->members[m]);
-    set_common(es, url, left > INT32_MAX ? INT32_MAX : (long)left);
-    set_socket(es->curl);
+    snprintf(check_url, sizeof check_url, "%s/v3/kv/range", x->members[m]);
+    set_common(es->curl, url, &es->body, ms);
     /* Connecting is bounded by the URI's timeout, the stream by the
      * deadline alone. */
     curl_easy_setopt(es->curl, CURLOPT_CONNECTTIMEOUT_MS,
@@ -353,8 +421,10 @@ int dlock__etcd_watch_delete(struct etcd_session *es, const char *key,
     curl_easy_setopt(es->curl, CURLOPT_WRITEFUNCTION, on_watch);
     curl_easy_setopt(es->curl, CURLOPT_WRITEDATA, &w);
     curl_easy_setopt(es->curl, CURLOPT_ERRORBUFFER, why);
-    cc = run(es);
+    cc = watch_run(es, &w, check_url, &check,
+                   (long)(left < x->timeout_ms ? left : x->timeout_ms));
     dlock__etcd_buf_free(&w.lines);
+    dlock__etcd_buf_free(&check);
     if (w.deleted)
         return 1;
     if (cc == CURLE_OPERATION_TIMEDOUT || w.canceled)

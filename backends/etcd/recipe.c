@@ -162,13 +162,11 @@ int dlock__etcd_enqueue(struct etcd_session *es, const char *owner,
 /*
  * The key this contender waits for: the last key created before rev
  * (for a reader, the last writer's) into es->aux... as a copy in pred,
- * with *pred_len 0 when there is none. *seen: the revision the reply
- * reflects, where a watch starts.
+ * with *pred_len 0 when there is none.
  */
 static int predecessor(struct etcd_session *es,
                        const struct dlock_request *req, int64_t rev,
-                       int64_t io, char *pred, size_t *pred_len,
-                       int64_t *seen)
+                       int64_t io, char *pred, size_t *pred_len)
 {
     int reader = req->kind == DLOCK_KIND_SHARED;
     json_object *r, *kvs;
@@ -188,7 +186,6 @@ static int predecessor(struct etcd_session *es,
     rc = dlock__etcd_post(es, "/v3/kv/range", io, &r, NULL);
     if (rc != DLOCK_OK)
         return rc;
-    *seen = dlock__etcd_i64(r, "header.revision");
     kvs = dlock__etcd_get(r, "kvs");
     for (size_t i = 0; i < dlock__etcd_len(kvs); i++) {
         long n = kv_key(json_object_array_get_idx(kvs, i), pred,
@@ -327,7 +324,7 @@ int dlock__etcd_acquire(struct dlock_session *s,
 {
     struct etcd_session *es = (struct etcd_session *)s;
     struct etcd_ctx *x = es->x;
-    int64_t t0 = dlock_now_ms(), rev = 0, seen = 0, first = 0, lease;
+    int64_t t0 = dlock_now_ms(), rev = 0, first = 0, lease;
     char pred[ETCD_KEY_MAX + 1];
     size_t pred_len;
     int rc, mine, queued = 0, second = 0, own = 0;
@@ -364,7 +361,7 @@ int dlock__etcd_acquire(struct dlock_session *s,
         return granted(es, grant, lease, rev, t0);
     for (;;) {
         int64_t io = dlock_now_ms() + x->timeout_ms, slice;
-        rc = predecessor(es, req, rev, io, pred, &pred_len, &seen);
+        rc = predecessor(es, req, rev, io, pred, &pred_len);
         if (rc != DLOCK_OK)
             break;
         if (pred_len == 0) {
@@ -395,7 +392,7 @@ int dlock__etcd_acquire(struct dlock_session *s,
         /* Watch the predecessor, waking at a third of the TTL to keep this
          * session's lease (and so its place in the queue) alive. */
         slice = dlock_now_ms() + (int64_t)x->ttl_s * 1000 / 3;
-        rc = dlock__etcd_watch_delete(es, pred, pred_len, seen + 1,
+        rc = dlock__etcd_watch_delete(es, pred, pred_len,
                                       slice < deadline_ms ? slice
                                                           : deadline_ms);
         if (rc < 0 && rc != DLOCK_ECONNECT)
