@@ -104,6 +104,9 @@ bool dlock__held_renew_result(struct dlock__held *h, int rc, int64_t now)
     case DLOCK_ENOMEM:
     case DLOCK_EUNSUPPORTED:
     case DLOCK_ECLOSED:
+    case DLOCK_EAUTH:
+    case DLOCK_ENOENT:
+    case DLOCK_EACCES:
         break;
     }
     /* In doubt: the lock may still be ours. Keep the old lease end (the

@@ -257,6 +257,9 @@ static bool keep_trying(struct dlock_lock *lk, int *rc, bool native,
     case DLOCK_ENOMEM:
     case DLOCK_EUNSUPPORTED:
     case DLOCK_ECLOSED:
+    case DLOCK_EAUTH:
+    case DLOCK_ENOENT:
+    case DLOCK_EACCES:
         *rc = lock_result(lk, *rc, "acquire");
         return false;
     }

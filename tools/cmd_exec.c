@@ -128,10 +128,9 @@ static void exec_help(void)
         "dlock is stopped it\nrenews nothing, and a lease may run out).\n"
         "\n"
         "exit status: COMMAND's own (128+N if killed by signal N); 1 (or "
-        "N) busy or\ntimed out; 64 bad option or URI; 69 the lock service "
-        "cannot be reached;\n70 other failure (the guard died); 75 the lock "
-        "was lost while COMMAND\nran; 126/127 COMMAND not executable / not "
-        "found.\n");
+        "N) busy or\ntimed out; 75 the lock was lost while COMMAND ran; "
+        "126/127 COMMAND not\nexecutable / not found; the others as in "
+        "`dlock --help`.\n");
 }
 
 /* Long options without a short form. */

@@ -26,8 +26,8 @@ static void info_help(void)
            "summary,\nmodes [{mode, summary, caps, chosen}], connected, "
            "then uri, mode, lease_ms,\ntimeout_ms, client, caps (or "
            "error).\n"
-           "\nexit status: 0; 64 bad URI; 69 cannot connect (the modes are "
-           "listed first).\n");
+           "\nexit status: 0, else as in `dlock --help` (the modes are "
+           "listed before\na failure to connect).\n");
 }
 
 /* What info and inspect both take. */
@@ -294,8 +294,7 @@ static void inspect_help(void)
            "Takes nothing.\n"
            "--json prints one object: name, held, owner, fence, "
            "remaining_ms, waiters\n(null where the backend cannot tell).\n"
-           "\nexit status: 0 free, 1 held, 64 bad input, 69 cannot "
-           "connect.\n");
+           "\nexit status: 0 free, 1 held, else as in `dlock --help`.\n");
 }
 
 static int inspect_show(const char *uri, const char *name, bool json)

@@ -15,6 +15,26 @@ static const struct tool_cmd *const commands[] = {
     &tool_scenario, NULL,
 };
 
+/* Every exit status of every command, for `dlock --help` and so for
+ * dlock(1)'s EXIT STATUS. A command's own help names only its own uses. */
+static const struct {
+    const char *code, *name, *text;
+} exit_table[] = {
+    {"0", "", "success; for exec, COMMAND's own status (128+N: signal N)"},
+    {"1", "", "busy or timed out (exec -E N: N); inspect: held"},
+    {"64", "EX_USAGE", "bad option, duration or URI"},
+    {"65", "EX_DATAERR", "bench --from-json: the file is no bench JSON"},
+    {"66", "EX_NOINPUT", "the lock directory (file://) does not exist; "
+                         "bench --from-json: the file cannot be read"},
+    {"69", "EX_UNAVAILABLE", "the lock service cannot be reached"},
+    {"70", "EX_SOFTWARE", "another failure (exec: the guard died)"},
+    {"73", "EX_CANTCREAT", "no permission to create or open the lock"},
+    {"75", "EX_TEMPFAIL", "the lock was lost while COMMAND ran"},
+    {"77", "EX_NOPERM", "the server refused the user or password"},
+    {"126", "", "exec: COMMAND cannot be run"},
+    {"127", "", "exec: COMMAND not found"},
+};
+
 int tool_exit_for(int rc)
 {
     switch ((dlock_error_code)rc) {
@@ -29,6 +49,12 @@ int tool_exit_for(int rc)
         return EXIT_USAGE;
     case DLOCK_ECONNECT:
         return EXIT_UNAVAILABLE;
+    case DLOCK_EAUTH:
+        return EXIT_NOPERM;
+    case DLOCK_ENOENT:
+        return EXIT_NOINPUT;
+    case DLOCK_EACCES:
+        return EXIT_CANTCREAT;
     case DLOCK_ELOST:
     case DLOCK_ENOTOWNER:
         return EXIT_LOST;
@@ -194,7 +220,12 @@ static void usage(FILE *f)
             "directory\nin the user's runtime directory.\n"
             "Server backends are modules the library loads when a URI "
             "names one;\n$DLOCK_MODULE_DIR, if set, is where they are "
-            "looked for.\n");
+            "looked for.\n"
+            "\nexit status (after flock(1) and sysexits(3)), every command:"
+            "\n");
+    for (size_t i = 0; i < sizeof exit_table / sizeof exit_table[0]; i++)
+        fprintf(f, "  %-4s %-15s %s\n", exit_table[i].code,
+                exit_table[i].name, exit_table[i].text);
 }
 
 int main(int argc, char **argv)

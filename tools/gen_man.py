@@ -27,6 +27,11 @@ commands = re.findall(r"^  ([a-z]+)\s{2,}(.*)$", top, re.M)
 if not commands:
     sys.exit("gen_man.py: no commands in `dlock --help`")
 intro = top.split("\ncommands:")[0].split("\n", 1)[1].strip()
+# The one exit-code table, as `dlock --help` prints it.
+exits = re.findall(r"^  (\d+)\s+(EX_[A-Z]+)?\s*(.*)$",
+                   top.split("\nexit status")[-1], re.M)
+if not exits:
+    sys.exit("gen_man.py: no exit status table in `dlock --help`")
 
 page = [
     f'.TH DLOCK 1 "" "dlock {version}" "User Commands"',
@@ -65,11 +70,12 @@ page += [
     "Set by \\fBdlock exec\\fR for its command: the lock's name, its "
     "fencing token, and the holder's owner id.",
     ".SH EXIT STATUS",
-    "After \\fBflock\\fR(1) and \\fBsysexits\\fR(3): 0 success (for "
-    "\\fBexec\\fR, the command's own status); 1 busy or timed out (or "
-    "\\fB\\-E\\fR \\fIN\\fR); 64 bad option or URI; 69 the lock service "
-    "cannot be reached; 70 another failure; 75 the lock was lost; "
-    "126/127 the command cannot be run or is not found.",
+    "After \\fBflock\\fR(1) and \\fBsysexits\\fR(3), the same for every "
+    "command:",
+]
+for code, name, text in exits:
+    page += [".TP", f".B {code}" + (f" ({name})" if name else ""), roff(text)]
+page += [
     ".SH SEE ALSO",
     "\\fBflock\\fR(1), \\fBsysexits\\fR(3); the documentation in "
     "/usr/share/doc/dlock (README, docs/tradeoffs.md, docs/design.md).",

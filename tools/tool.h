@@ -10,14 +10,18 @@
 
 #include "dlock/dlock.h"
 
-/* Exit codes, after flock(1) and sysexits.h. */
+/* Exit codes, after flock(1) and sysexits.h; `dlock --help` prints them
+ * all (dlock.c's exit_table), and dlock(1) takes them from there. */
 #define EXIT_CONFLICT 1     /* busy or timed out (flock's -E default) */
 #define EXIT_USAGE 64       /* EX_USAGE: bad option, duration or URI */
 #define EXIT_DATAERR 65     /* EX_DATAERR: an input file makes no sense */
-#define EXIT_NOINPUT 66     /* EX_NOINPUT: an input file cannot be read */
+#define EXIT_NOINPUT 66     /* EX_NOINPUT: the lock directory, or an input
+                               file, is missing or unreadable */
 #define EXIT_UNAVAILABLE 69 /* EX_UNAVAILABLE: the lock service is down */
 #define EXIT_SOFTWARE 70    /* EX_SOFTWARE: anything else went wrong */
+#define EXIT_CANTCREAT 73   /* EX_CANTCREAT: no permission for a lock file */
 #define EXIT_LOST 75        /* EX_TEMPFAIL: the lock was lost */
+#define EXIT_NOPERM 77      /* EX_NOPERM: the server refused the login */
 
 struct tool_cmd {
     const char *name;

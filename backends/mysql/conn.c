@@ -51,6 +51,11 @@ static bool my_conn_error(unsigned e)
     }
 }
 
+int dlock__my_connect_code(unsigned e)
+{
+    return dlock__my_code(e) == DLOCK_EAUTH ? DLOCK_EAUTH : DLOCK_ECONNECT;
+}
+
 int dlock__my_code(unsigned e)
 {
     if (my_conn_error(e))
@@ -59,6 +64,11 @@ int dlock__my_code(unsigned e)
     case CR_OUT_OF_MEMORY:
     case ER_OUTOFMEMORY:
         return DLOCK_ENOMEM;
+    case ER_ACCESS_DENIED_ERROR:
+    case ER_DBACCESS_DENIED_ERROR:
+    case ER_ACCESS_DENIED_NO_PASSWORD_ERROR:
+    case ER_ACCESS_DENIED_CHANGE_USER_ERROR:
+        return DLOCK_EAUTH;
     case ER_LOCK_DEADLOCK:
     case ER_LOCK_WAIT_TIMEOUT:
     case MY_ER_LOCK_NOWAIT:

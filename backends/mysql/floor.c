@@ -38,8 +38,10 @@ static int floor_open(struct floor_run *r, const struct dlock__my_mode *m,
         return rc;
     if (dlock__my_connect(&r->c, r->x, true) != 0 ||
         (side && dlock__my_connect(&r->f, r->x, false) != 0)) {
-        rc = dlock_errorf(err, errlen, DLOCK_ECONNECT, "floor: %s",
-                          r->c.db == NULL ? r->c.msg : r->f.msg);
+        rc = dlock_errorf(
+            err, errlen,
+            dlock__my_connect_code(r->c.db == NULL ? r->c.err : r->f.err),
+            "floor: %s", r->c.db == NULL ? r->c.msg : r->f.msg);
         dlock__my_conn_close(&r->c);
         dlock__my_ctx_free(r->x);
         return rc;

@@ -152,6 +152,9 @@ unsigned dlock__my_connect(struct dlock__my_conn *c,
 void dlock__my_conn_close(struct dlock__my_conn *c);
 /* The dlock code for a MySQL error number. */
 int dlock__my_code(unsigned e);
+/* A failed connect's code: DLOCK_EAUTH if the server refused the login
+ * (1044, 1045...), else DLOCK_ECONNECT. */
+int dlock__my_connect_code(unsigned e);
 /* Record an error on c (broken if it ends the connection); returns e. */
 unsigned dlock__my_note(struct dlock__my_conn *c, unsigned e,
                         const char *text);

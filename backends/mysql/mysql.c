@@ -102,8 +102,11 @@ static int my_open(struct dlock_session **out, const struct dlock_uri *uri,
     if (ms == NULL)
         return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
     if ((e = dlock__my_connect(&ms->conn, x, true)) != 0) {
-        int rc = dlock_errorf(err, errlen, DLOCK_ECONNECT, "%s (%u)",
-                              ms->conn.msg, e);
+        int rc = dlock_errorf(err, errlen, dlock__my_connect_code(e),
+                              "%s (%u)%s", ms->conn.msg, e,
+                              dlock__my_connect_code(e) == DLOCK_EAUTH
+                                  ? " (check the URI's user and password)"
+                                  : "");
         free(ms);
         return rc;
     }

@@ -52,19 +52,50 @@ static void pg_quiet(void *arg, const char *msg)
     (void)msg; /* NOTICEs and WARNINGs (e.g. "relation exists, skipping") */
 }
 
+/*
+ * A failed connection's code from its message, which libpq writes with the
+ * SQLSTATE when the verbosity is PQERRORS_VERBOSE ("FATAL:  28P01: password
+ * authentication failed ..." then "LOCATION: ..."): the only place libpq
+ * gives a connection's SQLSTATE. Takes the SQLSTATE and the location out
+ * of msg, so the message reads as at the default verbosity.
+ */
+static int pg_connect_code(char *msg)
+{
+    char *f = strstr(msg, "FATAL:  "), *loc = strstr(msg, "\nLOCATION:");
+    int code = DLOCK_ECONNECT;
+
+    if (loc != NULL)
+        *loc = '\0';
+    if (f != NULL &&
+        strspn(f + 8, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ") == 5 &&
+        strncmp(f + 13, ": ", 2) == 0) {
+        /* Class 28: invalid authorization specification. */
+        if (strncmp(f + 8, "28P01", 5) == 0 || strncmp(f + 8, "28000", 5) == 0)
+            code = DLOCK_EAUTH;
+        memmove(f + 8, f + 15, strlen(f + 15) + 1);
+    }
+    return code;
+}
+
 PGconn *dlock__pg_connect_raw(const struct pg_conf *cf, int64_t deadline,
-                              char *err, size_t errlen)
+                              char *err, size_t errlen, int *code)
 {
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-    char line[512];
+    char line[512], msg[1024];
     PGconn *c;
+    int rc;
 
+    if (code != NULL)
+        *code = DLOCK_ECONNECT;
     if (cf->multi_host) {
         /* libpq's blocking connect tries the hosts in turn and gives each
-         * connect_timeout; our own poll loop below cannot skip a host. */
+         * connect_timeout; our own poll loop below cannot skip a host. It
+         * cannot be made verbose first: a refused login is ECONNECT. */
         c = PQconnectdbParams(cf->kw, cf->val, 0);
     } else {
         c = PQconnectStartParams(cf->kw, cf->val, 0);
+        if (c != NULL)
+            PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
         while (c != NULL && PQstatus(c) != CONNECTION_BAD &&
                st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
             int w = 1;
@@ -84,14 +115,23 @@ PGconn *dlock__pg_connect_raw(const struct pg_conf *cf, int64_t deadline,
     }
     if (c == NULL) {
         dlock_errorf(err, errlen, DLOCK_ENOMEM, "connect: out of memory");
+        if (code != NULL)
+            *code = DLOCK_ENOMEM;
         return NULL;
     }
     if (PQstatus(c) != CONNECTION_OK) {
-        dlock__pg_oneline(line, sizeof line, PQerrorMessage(c));
-        dlock_errorf(err, errlen, DLOCK_ECONNECT, "connect: %s", line);
+        snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
+        rc = pg_connect_code(msg);
+        dlock__pg_oneline(line, sizeof line, msg);
+        dlock_errorf(err, errlen, rc, "connect: %s%s", line,
+                     rc == DLOCK_EAUTH ? " (check the URI's user and password)"
+                                       : "");
+        if (code != NULL)
+            *code = rc;
         PQfinish(c);
         return NULL;
     }
+    PQsetErrorVerbosity(c, PQERRORS_DEFAULT);
     PQsetNoticeProcessor(c, pg_quiet, NULL);
     return c;
 }
@@ -139,9 +179,9 @@ int dlock__pg_connect(struct pg_session *s, char *err, size_t errlen)
     int rc;
 
     dlock__pg_drop(s);
-    c = dlock__pg_connect_raw(cf, deadline, err, errlen);
+    c = dlock__pg_connect_raw(cf, deadline, err, errlen, &rc);
     if (c == NULL)
-        return DLOCK_ECONNECT;
+        return rc;
     if (PQsetnonblocking(c, 1) != 0 || PQenterPipelineMode(c) != 1) {
         dlock__pg_oneline(s->why, sizeof s->why, PQerrorMessage(c));
         PQfinish(c);

@@ -67,10 +67,10 @@ int dlock__pg_floor(const struct dlock_uri *uri, const struct pg_mode *mode,
     if ((rc = dlock__pg_conf_init(&conf, uri, mode, err, errlen)) !=
         DLOCK_OK)
         return rc;
-    c = dlock__pg_connect_raw(cf, dlock__pg_deadline(cf), err, errlen);
+    c = dlock__pg_connect_raw(cf, dlock__pg_deadline(cf), err, errlen, &rc);
     if (c == NULL) {
         dlock__pg_conf_free(&conf);
-        return DLOCK_ECONNECT;
+        return rc;
     }
     PQenterPipelineMode(c);
     dlock__pg_digest(cf, name, strlen(name), d);

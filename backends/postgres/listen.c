@@ -175,7 +175,7 @@ static void *listen_main(void *arg)
         if (conn == NULL) {
             pthread_mutex_unlock(&ln->mu);
             conn = dlock__pg_connect_raw(ln->cf, dlock__pg_deadline(ln->cf),
-                                         err, sizeof err);
+                                         err, sizeof err, NULL);
             if (conn != NULL && PQsetnonblocking(conn, 1) != 0) {
                 PQfinish(conn);
                 conn = NULL;

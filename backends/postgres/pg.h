@@ -220,9 +220,11 @@ int64_t dlock__pg_deadline(const struct pg_conf *cf);
 /* ---- conn.c ---- */
 
 /* Connect with cf's parameters by the deadline (dlock_now_ms clock;
- * INT64_MAX: none). NULL with err filled on failure. */
+ * INT64_MAX: none). NULL with err filled on failure, and *code (if not
+ * NULL) DLOCK_EAUTH when the server refused the login (SQLSTATE 28P01,
+ * 28000), else DLOCK_ECONNECT or DLOCK_ENOMEM. */
 PGconn *dlock__pg_connect_raw(const struct pg_conf *cf, int64_t deadline,
-                              char *err, size_t errlen);
+                              char *err, size_t errlen, int *code);
 /* Connect (or reconnect) the session's connection, then run the mode's
  * on_connect. */
 int dlock__pg_connect(struct pg_session *s, char *err, size_t errlen);

@@ -159,9 +159,10 @@ static void info_parse(struct dlock__rd_info *in, const char *text)
  * of m's scripts and INFO server in one pipelined round trip. sha (if not
  * NULL) gets the scripts' digests, info (if not NULL) who the server is.
  * On failure returns NULL, err says why and *code is DLOCK_ECONNECT
- * (unreachable, no answer) or DLOCK_ERROR (the server refused: bad
- * password, bad database). A refused INFO (an ACL without it) is no
- * failure here: info->run_id stays "" and the caller decides.
+ * (unreachable, no answer), DLOCK_EAUTH (AUTH refused, or NOAUTH: the
+ * server wants a password the URI lacks) or DLOCK_ERROR (the server
+ * refused otherwise: bad database). A refused INFO (an ACL without it) is
+ * no failure here: info->run_id stays "" and the caller decides.
  */
 redisContext *dlock__rd_connect(const struct dlock__rd_conf *cf,
                                 const struct dlock__rd_addr *a,
@@ -225,6 +226,19 @@ redisContext *dlock__rd_connect(const struct dlock__rd_conf *cf,
         if (redisGetReply(rc, (void **)&r) != REDIS_OK || r == NULL) {
             dlock_errorf(err, errlen, DLOCK_ECONNECT, "%s:%d: %s", a->host,
                          a->port, io_text(rc, tbuf, sizeof tbuf, timeout_ms));
+            redisFree(rc);
+            return NULL;
+        }
+        if (r->type == REDIS_REPLY_ERROR &&
+            (strcmp(what[i], "AUTH") == 0 ||
+             strncmp(r->str, "NOAUTH", 6) == 0)) {
+            /* WRONGPASS, NOAUTH, "ERR AUTH ... without any password
+             * configured": the server's own words, never the password. */
+            dlock_errorf(err, errlen, DLOCK_EAUTH,
+                         "%s:%d: %s: %s (check the URI's user and password)",
+                         a->host, a->port, what[i], r->str);
+            *code = DLOCK_EAUTH;
+            freeReplyObject(r);
             redisFree(rc);
             return NULL;
         }

@@ -205,6 +205,7 @@ struct dlock__rd_node {
     redisReply **rep;  /* [ncmds] of the current round */
     size_t repcap;
     char err[320];     /* why it is down, for messages */
+    bool refused;      /* down because it refused the credentials */
 };
 
 struct dlock__rd_session {

@@ -35,6 +35,7 @@ static void node_down(struct dlock__rd_node *nd, const char *why)
     if (nd->backoff > 2000)
         nd->backoff = 2000;
     nd->retry_at = dlock_now_ms() + nd->backoff;
+    nd->refused = false;
 }
 
 void dlock__rd_nodes_close(struct dlock__rd_session *rs)
@@ -109,6 +110,7 @@ void dlock__rd_reconnect(struct dlock__rd_session *rs, bool force)
                                    &code);
         if (nd->rc == NULL) {
             node_down(nd, err);
+            nd->refused = code == DLOCK_EAUTH;
             continue;
         }
         if (info.run_id[0] == '\0' && cf->restart_delay_ms != 0) {
@@ -142,15 +144,24 @@ int dlock__rd_nodes_open(struct dlock__rd_session *rs, char *err,
         up += rs->nodes[i].rc != NULL;
     if (up < rs->quorum) {
         const char *why = "";
-        for (size_t i = 0; i < rs->nnodes && why[0] == '\0'; i++)
-            if (rs->nodes[i].rc == NULL)
+        int code = DLOCK_ECONNECT;
+        /* A node that refused the credentials says the most: the URI's
+         * password is wrong, and waiting will not mend it. */
+        for (size_t i = 0; i < rs->nnodes; i++)
+            if (rs->nodes[i].rc == NULL &&
+                (why[0] == '\0' || rs->nodes[i].refused)) {
                 why = rs->nodes[i].err;
-        dlock_errorf(err, errlen, DLOCK_ECONNECT,
+                if (rs->nodes[i].refused) {
+                    code = DLOCK_EAUTH;
+                    break;
+                }
+            }
+        dlock_errorf(err, errlen, code,
                      "%zu of %zu Redlock nodes reachable, a majority is "
                      "%zu (%s)",
                      up, rs->nnodes, rs->quorum, why);
         dlock__rd_nodes_close(rs);
-        return DLOCK_ECONNECT;
+        return code;
     }
     return DLOCK_OK;
 }

@@ -67,7 +67,10 @@ DLOCK_API const char *dlock_version(void);
     XX(ENOTHELD, -9, "the lock is not held by this handle")                 \
     XX(ENOMEM, -10, "out of memory")                                        \
     XX(EUNSUPPORTED, -11, "not supported by this backend or mode")          \
-    XX(ECLOSED, -12, "the client was closed")
+    XX(ECLOSED, -12, "the client was closed")                               \
+    XX(EAUTH, -13, "the server refused the credentials: user or password")  \
+    XX(ENOENT, -14, "what the URI names does not exist (a directory...)")   \
+    XX(EACCES, -15, "no permission to create or open the lock (a file...)")
 
 typedef enum {
     DLOCK_OK = 0,

@@ -446,6 +446,29 @@ if [[ "$uri" == *:*@* ]]; then
         ok "password not in the error"
 fi
 
+# ---- refused credentials: 77 (EX_NOPERM) on every backend with a login -------
+# The URI with a wrong password (or, where it has none, a user and password
+# the server does not know): the server's refusal, named, and exit 77.
+case $scheme in
+file | zk | zookeeper) badpw= ;; # no login to refuse (zk:// takes no userinfo)
+*)
+    if [[ "$uri" == *://*:*@* ]]; then
+        badpw=$(printf '%s' "$uri" | sed -E 's#^([a-z]+://[^:/@]*):[^@]*@#\1:wrong-pw@#')
+    else
+        badpw=$(printf '%s' "$uri" | sed -E 's#^([a-z]+://)#\1dlock-nouser:wrong-pw@#')
+    fi
+    ;;
+esac
+if [ -n "$badpw" ]; then
+    DLOCK_URI= "$DLOCK" exec --uri "$badpw" --timeout 5s "$(name badpw)" -- true 2>"$work/err"
+    expect_status "wrong password: exec exits 77" 77 $?
+    grep -qiE "password|access denied|WRONGPASS" "$work/err" &&
+        ok "wrong password: the message names the refusal ($(head -c 100 "$work/err"))" ||
+        not_ok "wrong password message: $(cat "$work/err")"
+    DLOCK_URI= "$DLOCK" inspect --uri "$badpw" "$(name badpw)" >/dev/null 2>&1
+    expect_status "wrong password: inspect exits 77" 77 $?
+fi
+
 # ---- a password kept off the command line --------------------------------------
 if [[ "$uri" == *://*:*@* ]]; then
     pw=$(printf '%s' "$uri" | sed -E 's#^[a-z]+://[^:/@]*:([^@]*)@.*#\1#')
