@@ -110,6 +110,16 @@ static int conf_redlock(struct dlock__rd_conf *cf, const struct dlock_uri *u,
     if (nodes && cf->db != 0)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "db: not supported with redlock");
+    /* One node is a single Redis with extra cost; two need both up for a
+     * majority, so either one down stops every lock: neither survives a
+     * node failure, the one thing Redlock is for. */
+    if (nodes && cf->nhosts < 3)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "host: %zu Redlock node%s; Redlock needs at "
+                            "least 3 independent nodes (a majority, N/2+1, "
+                            "must answer; 5 survive 2 failures). For one "
+                            "server use redis://host",
+                            cf->nhosts, cf->nhosts == 1 ? "" : "s");
     return DLOCK_OK;
 }
 

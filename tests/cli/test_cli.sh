@@ -396,6 +396,14 @@ check_usage "info: two URIs" info --uri "$uri" "$uri"
 check_usage "info: unknown option" info --bogus
 check_usage "inspect: --uri without a value" inspect x --uri
 check_usage "inspect: empty --uri" inspect --uri= x
+# Redlock needs a majority of at least three nodes: one or two is refused,
+# before any connection, saying why (in every build with redis://).
+if "$DLOCK" info --json | grep -q '"redis"'; then
+    check_usage "one-node redlock:// refused" exec --uri "redlock://127.0.0.1:1" x -- true
+    grep -q "at least 3" "$work/err" && ok "one-node Redlock: says it needs 3 nodes" ||
+        not_ok "one-node Redlock message: $(cat "$work/err")"
+    check_usage "two-node Redlock refused" exec --uri "redis://127.0.0.1:1,127.0.0.1:2?redlock=1" x -- true
+fi
 grep -q "needs a value" <("$DLOCK" exec --timeout 2>&1) &&
     ok "a missing value is named as such" || not_ok "missing value message"
 "$DLOCK" info --uri "$uri" >"$work/info.opt" 2>/dev/null
