@@ -376,6 +376,26 @@ int dlock__resolve_uri(const char *uri, char *buf, size_t cap, char *err,
     return DLOCK_OK;
 }
 
+/*
+ * [B-LEASE-1] Where the lock is a server session (ZooKeeper's), the
+ * backend reads session_timeout= and the lease cannot be longer than it
+ * allows: a URI that sets session_timeout= and no lease= gets that lease,
+ * rather than the default and a refusal. A bad value is left to the
+ * backend, which names it.
+ */
+static void lease_follows_session(struct dlock_uri *u)
+{
+    char ignored[DLOCK__ERRMSG_MAX];
+    uint32_t ms;
+
+    if (!dlock__uri_lease_given(u) &&
+        dlock_uri_param(u, "session_timeout") != NULL &&
+        dlock_uri_duration(u, "session_timeout", u->lease_ms, &ms, ignored,
+                           sizeof ignored) == DLOCK_OK &&
+        ms > 0)
+        u->lease_ms = ms;
+}
+
 int dlock__uri_lookup(const char *uri, struct dlock_uri **u,
                       const struct dlock_backend **b,
                       const struct dlock_mode **m, char *err, size_t errlen)
@@ -392,6 +412,7 @@ int dlock__uri_lookup(const char *uri, struct dlock_uri **u,
     rc = dlock__backend_get((*u)->scheme, b, err, errlen);
     if (rc == DLOCK_OK && (rc = dlock__uri_check_params(*u, (*b)->params, err,
                                                         errlen)) == DLOCK_OK) {
+        lease_follows_session(*u);
         rc = dlock__mode_pick(*b, *u, m, err, errlen);
     }
     if (rc != DLOCK_OK) {

@@ -518,6 +518,18 @@ static int uri_commons(struct uri_ctx *c, const struct uri_common *com,
     return DLOCK_OK;
 }
 
+/* What core keeps of a parsed URI besides the public struct, which comes
+ * first: every struct dlock_uri core hands out is one of these. */
+struct uri_block {
+    struct dlock_uri u;
+    bool lease_given; /* lease= was written; else lease_ms is the default */
+};
+
+bool dlock__uri_lease_given(const struct dlock_uri *u)
+{
+    return ((const struct uri_block *)(const void *)u)->lease_given;
+}
+
 /* Round n up to a multiple of a (a power of two). */
 static size_t uri_align(size_t n, size_t a)
 {
@@ -570,7 +582,8 @@ int dlock__uri_parse(struct dlock_uri **out, const char *text, size_t len,
      * hosts or keys, takes about 10 bytes per byte of text: under 100 KB
      * for the longest text accepted.
      */
-    off_hosts = uri_align(sizeof *u, alignof(struct dlock_uri_host));
+    off_hosts = uri_align(sizeof(struct uri_block),
+                          alignof(struct dlock_uri_host));
     off_params = uri_align(off_hosts + sp.nhosts_max * sizeof *hosts,
                            alignof(struct dlock_uri_param));
     off_chars = off_params + sp.nparams_max * sizeof *params;
@@ -662,6 +675,8 @@ int dlock__uri_parse(struct dlock_uri **out, const char *text, size_t len,
     rc = uri_commons(&c, &com, u);
     if (rc != DLOCK_OK)
         goto fail;
+    ((struct uri_block *)(void *)block)->lease_given =
+        com.value[URI_LEASE] != NULL;
 
     /* The text as written, with a non-empty password as ***. */
     if (u->password != NULL && u->password[0] != '\0') {

@@ -21,6 +21,9 @@
 int dlock__uri_parse(struct dlock_uri **out, const char *text, size_t len,
                      char *err, size_t errlen);
 void dlock__uri_free(struct dlock_uri *u);
+/* Was lease= written in u (from dlock__uri_parse), or is lease_ms the
+ * default? */
+bool dlock__uri_lease_given(const struct dlock_uri *u);
 
 /*
  * Reject parameters the backend does not read: allowed is the backend's

@@ -84,8 +84,8 @@ static int zk_ctx_open(void **out, const struct dlock_uri *uri,
         rc = dlock_errorf(err, errlen, DLOCK_EINVAL,
                           "lease: %u ms is more than twice the ZooKeeper "
                           "session timeout (%d ms, as the server granted "
-                          "it); set lease= to at most %d ms (or leave out "
-                          "session_timeout=, which follows lease=)",
+                          "it); set lease= to at most %d ms, or leave "
+                          "lease= out: it then follows session_timeout=",
                           uri->lease_ms, c->timeout_ms, 2 * c->timeout_ms);
     if (rc != DLOCK_OK) {
         dlock__zk_conn_unref(c);

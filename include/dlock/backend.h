@@ -73,6 +73,10 @@
  * [B-KIND-1]    acquire() is called only for the request kinds the mode
  *               lists in its kinds; any other is refused by core with
  *               DLOCK_EUNSUPPORTED before it reaches the backend.
+ * [B-LEASE-1]   A backend whose lock is a server session reads the
+ *               parameter session_timeout= (in its params): when the URI
+ *               gives it and no lease=, core sets uri->lease_ms to it, so
+ *               the lease follows the session instead of the default.
  */
 #ifndef DLOCK_BACKEND_H
 #define DLOCK_BACKEND_H

@@ -510,6 +510,26 @@ printf 'secret\n' >"$work/pw0"
 chmod 600 "$work/pw0"
 check_usage "--password-file for file://" exec --uri "file://$work/locks" --password-file "$work/pw0" x -- true
 
+# ---- zk://: the lease follows session_timeout= when lease= is not given --------
+# [B-LEASE-1], against the real ZooKeeper: session_timeout=4s alone is a
+# 4 s lease (not the default 30 s, more than twice the session, refused);
+# an explicit lease= too long for the session is still refused, saying so.
+if [ "$scheme" = zk ]; then
+    zk_base=${uri%%\?*}
+    out=$(DLOCK_URI= "$DLOCK" exec --uri "$zk_base?session_timeout=4s" "$(name zks)" -- \
+        sh -c 'echo taken' 2>"$work/err")
+    expect_status "zk session_timeout=4s alone: exec runs" 0 $?
+    [ "$out" = taken ] || not_ok "zk session_timeout=4s: $out $(cat "$work/err")"
+    DLOCK_URI= "$DLOCK" info --json --uri "$zk_base?session_timeout=4s" >"$work/zks.json" 2>"$work/err"
+    grep -q '"lease_ms":4000' "$work/zks.json" && ok "zk session_timeout=4s: the lease is 4000 ms" ||
+        not_ok "zk session_timeout=4s lease: $(grep lease "$work/zks.json") $(cat "$work/err")"
+    check_usage "zk lease=30s with session_timeout=4s refused" \
+        exec --uri "$zk_base?session_timeout=4s&lease=30s" x -- true
+    grep -q "lease" "$work/err" && grep -q "session" "$work/err" &&
+        ok "zk lease longer than the session: the message names both" ||
+        not_ok "zk lease message: $(cat "$work/err")"
+fi
+
 # ---- info ----------------------------------------------------------------------
 "$DLOCK" info "$uri" >"$work/info"
 expect_status "info connects" 0 $?

@@ -110,9 +110,9 @@ static void zk__uri_parameters_validated(void **state)
     expect_bad(h_uri_with("session_timeout=abc"), "session_timeout");
     expect_bad(h_uri_with("session_timeout=10ms"), "session_timeout");
     expect_bad(h_uri_with("session_timeout=2h"), "session_timeout");
-    /* The session timeout follows lease=; an explicit short one with the
-     * default 30 s lease would leave dlock_held() uncovered. */
-    expect_bad(h_uri_with("session_timeout=3s"), "lease");
+    /* The session timeout follows lease=; an explicit lease more than
+     * twice an explicit session would leave dlock_held() uncovered. */
+    expect_bad(h_uri_with("session_timeout=3s&lease=30s"), "lease");
     expect_bad(h_uri_with("base=relative"), "base");
     expect_bad(h_uri_with("base=/a/../b"), "base");
     expect_bad(h_uri_with("base=/a//b"), "base");
@@ -134,6 +134,15 @@ static void zk__uri_parameters_validated(void **state)
              hosts);
     c = h_client(uri);
     assert_non_null(c);
+    dlock_client_close(c);
+    /* [B-LEASE-1] session_timeout= alone: the lease follows it, rather
+     * than the default 30 s being refused as too long. */
+    snprintf(uri, sizeof uri, "zk://%s?session_timeout=3s", hosts);
+    c = h_client(uri);
+    assert_non_null(c);
+    dlock_info info = DLOCK_INFO_INIT;
+    dlock_client_info(c, &info);
+    assert_int_equal(info.lease_ms, 3000);
     dlock_client_close(c);
 }
 
