@@ -35,8 +35,14 @@ static int exit_code(int rc)
     case DLOCK_ENOBACKEND:
     case DLOCK_EUNSUPPORTED:
         return 64;
+    case DLOCK_ENOENT: /* the lock directory does not exist */
+        return 66;
     case DLOCK_ECONNECT:
         return 69;
+    case DLOCK_EACCES: /* no permission for the lock file */
+        return 73;
+    case DLOCK_EAUTH: /* the server refused the password */
+        return 77;
     case DLOCK_ELOST:
     case DLOCK_ENOTOWNER:
         return 75;

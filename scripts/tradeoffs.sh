@@ -197,7 +197,7 @@ dlock=$(cd "$build" && pwd)/tools/dlock
 
 locks=$(mktemp -d /tmp/dlock-tradeoffs-XXXXXX)
 trap 'rm -rf "$locks"' EXIT
-built=$("$dlock" info "file://$locks/probe" | sed -n 's/^backends: //p')
+built=$("$dlock" info "file://$locks" | sed -n 's/^backends: //p')
 backends=() kinds=()
 for b in $built; do
     case $b in file | redis | zk | postgres | mysql | etcd) ;; *) continue ;; esac

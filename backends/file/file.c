@@ -116,27 +116,31 @@ static uint64_t file_bump(int fd, const char *owner, size_t owner_len)
 
 /* ---- open and close ------------------------------------------------------------- */
 
-static int file_mkdirs(const char *path, char *err, size_t errlen)
+/*
+ * Open the URI's directory, which must exist: dlock creates lock files,
+ * never directories (flock(1) creates its file, not the path to it). A
+ * directory made on demand turns a typo in one program's URI into a lock
+ * space of its own, where it and the correctly spelled program each get
+ * "the" lock; made by root, it has modes nobody chose. The default
+ * per-user directory is the exception: core makes that one, private.
+ */
+static int file_open_dir(const char *path, int *out, char *err, size_t errlen)
 {
-    char buf[4096];
-    size_t len = strlen(path);
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), e = errno;
 
-    if (len >= sizeof buf)
-        return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "path: longer than %zu bytes", sizeof buf - 1);
-    memcpy(buf, path, len + 1);
-    for (size_t i = 1; i <= len; i++) {
-        if (buf[i] != '/' && buf[i] != '\0')
-            continue;
-        char saved = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return dlock_errorf(err, errlen, DLOCK_ECONNECT,
-                                "cannot create directory %s: %s", buf,
-                                strerror(errno));
-        buf[i] = saved;
-    }
-    return DLOCK_OK;
+    *out = fd;
+    if (fd >= 0)
+        return DLOCK_OK;
+    if (e == ENOENT || e == ENOTDIR)
+        return dlock_errorf(
+            err, errlen, DLOCK_ENOENT,
+            "lock directory %s %s (dlock makes lock files, "
+            "not directories: create it first, e.g. "
+            "install -d -m 0700 %s)",
+            path, e == ENOENT ? "does not exist" : "is not a directory", path);
+    return dlock_errorf(
+        err, errlen, e == EACCES || e == EPERM ? DLOCK_EACCES : DLOCK_ECONNECT,
+        "cannot open lock directory %s: %s", path, strerror(e));
 }
 
 static int file_open(struct dlock_session **out, const struct dlock_uri *uri,
@@ -161,16 +165,10 @@ static int file_open(struct dlock_session **out, const struct dlock_uri *uri,
     if (uri->path[0] != '/')
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "path: expected file:///absolute/directory");
-    if ((rc = file_mkdirs(uri->path, err, errlen)) != DLOCK_OK)
-        return rc;
-
     fs = calloc(1, sizeof *fs);
     if (fs == NULL)
         return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
-    fs->dirfd = open(uri->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fs->dirfd < 0) {
-        rc = dlock_errorf(err, errlen, DLOCK_ECONNECT, "cannot open %s: %s",
-                          uri->path, strerror(errno));
+    if ((rc = file_open_dir(uri->path, &fs->dirfd, err, errlen)) != DLOCK_OK) {
         free(fs);
         return rc;
     }
@@ -188,6 +186,20 @@ static void file_close(struct dlock_session *s)
 
 /* ---- acquire, renew, release ----------------------------------------------------- */
 
+/* A lock file that cannot be opened: no permission (DLOCK_EACCES, exit
+ * 73) names the remedy; anything else is an error of its own. */
+static int file_open_error(struct dlock_session *s, int e)
+{
+    if (e == EACCES || e == EPERM || e == EROFS)
+        return dlock_session_error(
+            s, DLOCK_EACCES,
+            "cannot create or open the lock file: %s (the lock directory "
+            "must let this user create and write files)",
+            strerror(e));
+    return dlock_session_error(s, e == ENOMEM ? DLOCK_ENOMEM : DLOCK_ERROR,
+                               "cannot open the lock file: %s", strerror(e));
+}
+
 static int file_acquire(struct dlock_session *s,
                         const struct dlock_request *req, int64_t deadline_ms,
                         struct dlock_grant *grant, uint32_t *retry_ms)
@@ -200,10 +212,7 @@ static int file_acquire(struct dlock_session *s,
     (void)retry_ms;
     fd = file_open_lock(fs->dirfd, req->name, req->name_len);
     if (fd < 0)
-        return dlock_session_error(s, errno == ENOMEM ? DLOCK_ENOMEM
-                                                      : DLOCK_ERROR,
-                                   "cannot open the lock file: %s",
-                                   strerror(errno));
+        return file_open_error(s, errno);
     if (file_setlk(fd, F_OFD_SETLK, shared ? F_RDLCK : F_WRLCK, 0) != 0) {
         e = errno;
         close(fd);
@@ -296,8 +305,7 @@ static int file_inspect(struct dlock_session *s, const char *name, size_t len,
     int fd = file_open_lock(fs->dirfd, name, len);
 
     if (fd < 0)
-        return dlock_session_error(s, DLOCK_ERROR, "open: %s",
-                                   strerror(errno));
+        return file_open_error(s, errno);
     memset(&fl, 0, sizeof fl);
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
@@ -333,12 +341,8 @@ static int file_floor(const struct dlock_uri *uri, const char *name,
     static const char owner[] = "00000000-0000-4000-8000-000000000000:1";
     int dirfd, rc;
 
-    if ((rc = file_mkdirs(uri->path, err, errlen)) != DLOCK_OK)
+    if ((rc = file_open_dir(uri->path, &dirfd, err, errlen)) != DLOCK_OK)
         return rc;
-    dirfd = open(uri->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0)
-        return dlock_errorf(err, errlen, DLOCK_ECONNECT, "open %s: %s",
-                            uri->path, strerror(errno));
     for (uint32_t i = 0; i < n; i++) {
         uint64_t t0 = dlock_now_ns();
         int fd = file_open_lock(dirfd, name, strlen(name));

@@ -6,6 +6,7 @@ CHECK_JSON=${1:?usage: $0 CHECK_JSON}
 work=$(mktemp -d /tmp/dlock-benchtest-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 uri="file://$work/locks"
+mkdir "$work/locks" "$work/locks-2" "$work/locks-b" # file:// makes no directory
 
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok - $1"; }

@@ -108,9 +108,9 @@ rc=$?
 "$DLOCK" bench --uri 'file:///proc/dlock-no/such' --duration 100ms --warmup 0 \
     >/dev/null 2>"$work/err"
 rc=$?
-[ $rc = 69 ] && grep -q 'proc/dlock-no' "$work/err" &&
-    ok "an unreachable URI exits 69 and says which" ||
-    not_ok "unreachable URI (exit $rc)"
+[ $rc = 66 ] && grep -q 'proc/dlock-no' "$work/err" &&
+    ok "a lock directory that does not exist exits 66 and says which" ||
+    not_ok "missing lock directory (exit $rc)"
 "$DLOCK" bench --help | grep -q -- '--workloads' && ok "--help lists the options" ||
     not_ok "--help"
 

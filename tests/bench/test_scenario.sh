@@ -94,6 +94,7 @@ rc=$?
     not_ok "conn-drop unknown scheme (exit $rc)"
 "$DLOCK" scenario holder-crash --uri 'file:///proc/dlock-no/such' >/dev/null 2>"$work/unreach.err"
 rc=$?
-[ $rc = 69 ] && ok "an unreachable service exits 69" || not_ok "unreachable (exit $rc)"
+[ $rc = 66 ] && ok "a lock directory that does not exist exits 66" ||
+    not_ok "missing lock directory (exit $rc)"
 
 finish

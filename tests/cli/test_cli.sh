@@ -26,6 +26,7 @@ trap cleanup EXIT
 # Expand "$VAR" references and the file:// placeholder.
 uri=$(eval "printf '%s' \"$uri_arg\"")
 uri=${uri//@TMPDIR@/$work/locks}
+mkdir "$work/locks" # file:// makes lock files, not their directory
 scheme=${uri%%://*}
 export DLOCK_URI=$uri
 
@@ -433,21 +434,47 @@ PY
 [ "$st" = 0 ] && [ "$out" = ok ] && ok "info --json: the modes, the chosen one, connected" ||
     not_ok "info --json: exit $st: $out $(cat "$work/err")"
 
-# ---- unreachable service: 69 -------------------------------------------------
+# ---- unreachable service: 69 (file://: a missing directory, 66) -------------
 if [ "$scheme" = file ]; then
-    down="file:///proc/self/nonexistent/locks"
+    down="file:///proc/self/nonexistent/locks" down_st=66
 else
     # The same URI with the port of a closed socket on loopback.
     down=$(printf '%s' "$uri" | sed -E 's#@?127\.0\.0\.1:[0-9]+#&#; s#(127\.0\.0\.1):[0-9]+#\1:1#g')
+    down_st=69
 fi
 "$DLOCK" exec --uri "$down" --timeout 2s "$(name down)" -- true 2>"$work/err"
 st=$?
-expect_status "unreachable service exits 69" 69 "$st"
+expect_status "unreachable service exits $down_st" "$down_st" "$st"
 "$DLOCK" info --json --uri "$down" >"$work/down.json" 2>/dev/null
 st=$?
 out=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["connected"] is False and d["error"] and d["modes"], d; print("ok")' "$work/down.json" 2>&1)
-[ "$st" = 69 ] && [ "$out" = ok ] && ok "info --json of a service that is down: modes, not connected, 69" ||
+[ "$st" = "$down_st" ] && [ "$out" = ok ] && ok "info --json of a service that is down: modes, not connected, $down_st" ||
     not_ok "info --json down: exit $st: $out"
+
+# ---- file://: the directory must exist (66); no permission for a lock (73) ---
+if [ "$scheme" = file ]; then
+    "$DLOCK" exec --uri "file://$work/no/such/dir" "$(name nodir)" -- true 2>"$work/err"
+    expect_status "file:// directory that does not exist: 66" 66 $?
+    grep -q "$work/no/such/dir" "$work/err" && grep -q "does not exist" "$work/err" &&
+        ok "missing directory: the message names it" || not_ok "missing directory message: $(cat "$work/err")"
+    [ ! -e "$work/no" ] && ok "missing directory: nothing was created" ||
+        not_ok "missing directory: dlock created $(find "$work/no" | head -3)"
+    # A directory this user cannot create files in: root is not held back
+    # by modes, so as root the attempt runs as nobody (setpriv).
+    mkdir "$work/ro"
+    if [ "$(id -u)" = 0 ]; then
+        chmod 0711 "$work"
+        as_other=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+    else
+        chmod 0555 "$work/ro"
+        as_other=()
+    fi
+    "${as_other[@]}" "$DLOCK" exec --uri "file://$work/ro" "$(name ro)" -- true 2>"$work/err"
+    expect_status "file:// lock file not creatable (permission): 73" 73 $?
+    grep -q "Permission denied" "$work/err" && ok "no permission: says so ($(head -c 90 "$work/err"))" ||
+        not_ok "no permission message: $(cat "$work/err")"
+    chmod 0700 "$work"
+fi
 if [[ "$uri" == *:*@* ]]; then
     pw=$(printf '%s' "$uri" | sed -E 's#^[a-z]+://[^:/@]*:([^@]*)@.*#\1#')
     grep -qF -- "$pw" "$work/err" && not_ok "password leaked in error" ||

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,6 +83,11 @@ const char *h_setup(int argc, char **argv)
     }
     if (strstr(uri, "@TMPDIR@") != NULL) {
         snprintf(tmp_dir, sizeof tmp_dir, "%s/locks", scratch);
+        /* file:// makes lock files, not their directory. */
+        if (mkdir(tmp_dir, 0700) != 0) {
+            perror("mkdir");
+            exit(2);
+        }
         const char *at = strstr(uri, "@TMPDIR@");
         snprintf(raw, sizeof raw, "%.*s%s%s", (int)(at - uri), uri, tmp_dir,
                  at + 8);

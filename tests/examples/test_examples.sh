@@ -40,6 +40,7 @@ wait_exit() { # pid: its status, at most 10 s (then 124)
 
 case $kind in
 file)
+    mkdir -p "$work/locks" # file:// makes lock files, not their directory
     export DLOCK_URI="file://$work/locks?lease=300ms"
     "$ex/cron_guard" nightly 0 >"$work/out" 2>"$work/err"
     expect "cron_guard: runs when free" 0 $?
@@ -57,7 +58,7 @@ file)
     expect "cron_guard: DLOCK_URI=bogus is an error, not a silent success" 64 $?
     grep -q . "$work/err" && ok "cron_guard: names the bad URI" || not_ok "cron_guard: bogus URI silent"
     DLOCK_URI=file:///proc/self/nonexistent/locks "$ex/cron_guard" nightly 0 2>/dev/null
-    expect "cron_guard: an unusable lock directory exits 69" 69 $?
+    expect "cron_guard: a lock directory that does not exist exits 66" 66 $?
     "$ex/cron_guard" nightly x 2>/dev/null
     expect "cron_guard: bad SECONDS exits 64" 64 $?
 

@@ -34,6 +34,7 @@ esac
 libdir=$(pkg-config --variable=libdir dlock)
 cc -std=c11 -Wall -Wextra -Werror "$here/consumer.c" -o "$dest/consumer" \
     $cflags $(pkg-config --libs dlock) -Wl,-rpath,"$libdir"
+mkdir -p "$dest/locks" "$dest/locks2" # file:// makes no directory
 "$dest/consumer" "file://$dest/locks"
 # The archive holds every backend, so a static program needs no module;
 # its client libraries (Libs.private) link as shared ones: Debian ships no

@@ -523,6 +523,7 @@ static void client__default_uri_from_env(void **state)
     (void)state;
     assert_non_null(mkdtemp(dir));
     snprintf(want, sizeof want, "file://%s/env", dir);
+    assert_int_equal(mkdir(want + 7, 0700), 0); /* file:// makes none */
     setenv("DLOCK_URI", want, 1);
     assert_int_equal(dlock_client_open(&c, NULL, NULL), DLOCK_OK);
     assert_int_equal(dlock_client_info(c, &info), DLOCK_OK);
@@ -530,7 +531,7 @@ static void client__default_uri_from_env(void **state)
     assert_string_equal(info.scheme, "file");
     dlock_client_close(c);
 
-    /* No DLOCK_URI: the per-user runtime directory. */
+    /* No DLOCK_URI: the per-user runtime directory, which dlock makes. */
     unsetenv("DLOCK_URI");
     snprintf(run, sizeof run, "%s/run", dir);
     assert_int_equal(mkdir(run, 0700), 0);

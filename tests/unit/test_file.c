@@ -29,7 +29,8 @@ static int setup(void **state)
     if (mkdtemp(dir) == NULL)
         return -1;
     snprintf(uri, sizeof uri, "file://%s/locks", dir);
-    return 0;
+    /* file:// makes lock files, not their directory. */
+    return mkdir(strchr(uri + 7, '/'), 0700);
 }
 
 static int teardown(void **state)
@@ -200,8 +201,25 @@ static void file__bad_uris(void **state)
                      DLOCK_EINVAL);
     dlock_client_close(c);
     assert_int_equal(dlock_client_open(&c, "file:///proc/nope/x", NULL),
-                     DLOCK_ECONNECT);
+                     DLOCK_ENOENT);
     dlock_client_close(c);
+}
+
+/* The URI's directory must exist: a typo must not make a lock space of
+ * its own. Nothing of the path is created, and the message names it. */
+static void file__missing_directory_is_not_created(void **state)
+{
+    dlock_client *c = NULL;
+    char missing[128], path[128];
+
+    (void)state;
+    snprintf(missing, sizeof missing, "file://%s/no/such", dir);
+    assert_int_equal(dlock_client_open(&c, missing, NULL), DLOCK_ENOENT);
+    assert_non_null(strstr(dlock_client_errmsg(c), "does not exist"));
+    assert_non_null(strstr(dlock_client_errmsg(c), missing + 7));
+    dlock_client_close(c);
+    snprintf(path, sizeof path, "%s/no", dir);
+    assert_int_not_equal(access(path, F_OK), 0);
 }
 
 int main(void)
@@ -213,6 +231,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(file__release_after_fork_frees, setup, teardown),
         cmocka_unit_test_setup_teardown(file__info_and_floor, setup, teardown),
         cmocka_unit_test_setup_teardown(file__bad_uris, setup, teardown),
+        cmocka_unit_test_setup_teardown(file__missing_directory_is_not_created, setup, teardown),
     };
     return cmocka_run_group_tests_name("file", tests, NULL, NULL);
 }
