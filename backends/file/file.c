@@ -17,6 +17,11 @@
  * byte 0 (write lock for exclusive, read lock for shared); byte 1 is a short
  * write lock that serialises shared holders while they bump the counter.
  *
+ * Sharing between users (group=NAME): lock files are created 0660 and
+ * given the group (the creator must be a member), in a directory the
+ * group may write to (chgrp NAME DIR; chmod 2770 DIR), as with flock(1)
+ * files that several users open. Without group= files are 0600.
+ *
  * Files are never deleted: unlinking a lock file while another process has
  * it open and is about to lock it lets two holders in (the classic unlink
  * race). The directory keeps one small file per name ever used. If someone
@@ -28,6 +33,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,21 +51,48 @@ extern const struct dlock_backend dlock__backend_file;
 struct file_session {
     struct dlock_session base;
     int dirfd;
+    gid_t gid; /* group=: the lock files' group, or NO_GROUP */
 };
 
-static const char *const file_params[] = {NULL};
+#define NO_GROUP ((gid_t)-1)
+
+static const char *const file_params[] = {"group", NULL};
 
 /* ---- names and files --------------------------------------------------------- */
 
-/* Open (creating) the lock file of a name. */
-static int file_open_lock(int dirfd, const char *name, size_t len)
+/* The lock file's name of a name, in fname. */
+static void file_name(char fname[FILE_SEGMENT_MAX + 8], const char *name,
+                      size_t len)
 {
-    char fname[FILE_SEGMENT_MAX + 8];
     size_t n = dlock_name_segment(fname, FILE_SEGMENT_MAX, name, len);
 
     memcpy(fname + n, ".lock", 6);
-    return openat(dirfd, fname, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-                  0600);
+}
+
+/*
+ * Open (creating) the lock file of a name. With a group, a file this user
+ * owns gets that group and mode 0660 whatever the umask; the creator does
+ * this right after creating it (one fstat per open, only with group=).
+ */
+static int file_open_lock(int dirfd, const char *name, size_t len, gid_t gid)
+{
+    char fname[FILE_SEGMENT_MAX + 8];
+    struct stat st;
+    int fd, e;
+
+    file_name(fname, name, len);
+    fd = openat(dirfd, fname, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+                gid == NO_GROUP ? 0600 : 0660);
+    if (fd < 0 || gid == NO_GROUP || fstat(fd, &st) != 0 ||
+        st.st_uid != geteuid() ||
+        (st.st_gid == gid && (st.st_mode & 07777) == 0660))
+        return fd;
+    if (fchown(fd, (uid_t)-1, gid) == 0 && fchmod(fd, 0660) == 0)
+        return fd;
+    e = errno;
+    close(fd);
+    errno = e;
+    return -1;
 }
 
 static int file_setlk(int fd, int cmd, short type, off_t start)
@@ -117,6 +150,54 @@ static uint64_t file_bump(int fd, const char *owner, size_t owner_len)
 /* ---- open and close ------------------------------------------------------------- */
 
 /*
+ * group=NAME (or a number): the group the lock files are shared with. The
+ * user must be in it (root may name any), and the directory must let the
+ * group create files, or the other members would fail later, one by one.
+ */
+static int file_group(const struct dlock_uri *uri, int dirfd, gid_t *out,
+                      char *err, size_t errlen)
+{
+    const char *name = dlock_uri_param(uri, "group");
+    struct group gr, *g = NULL;
+    char buf[4096], *end;
+    gid_t groups[256];
+    struct stat st;
+    int n, member;
+
+    *out = NO_GROUP;
+    if (name == NULL)
+        return DLOCK_OK;
+    if (name[0] >= '0' && name[0] <= '9') {
+        unsigned long v = strtoul(name, &end, 10);
+        if (*end == '\0' && v < NO_GROUP)
+            *out = (gid_t)v;
+    } else if (getgrnam_r(name, &gr, buf, sizeof buf, &g) == 0 && g != NULL) {
+        *out = g->gr_gid;
+    }
+    if (*out == NO_GROUP)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "group: no group '%.64s' on this machine", name);
+    member = geteuid() == 0 || getegid() == *out;
+    n = getgroups(sizeof groups / sizeof groups[0], groups);
+    for (int i = 0; i < n && !member; i++)
+        member = groups[i] == *out;
+    if (!member)
+        return dlock_errorf(err, errlen, DLOCK_EACCES,
+                            "group: this user is not a member of group "
+                            "'%.64s', so cannot share lock files with it",
+                            name);
+    if (fstat(dirfd, &st) != 0 ||
+        !((st.st_gid == *out && (st.st_mode & 0030) == 0030) ||
+          (st.st_mode & 0003) == 0003))
+        return dlock_errorf(err, errlen, DLOCK_EACCES,
+                            "group: the lock directory %s does not let group "
+                            "'%.64s' create files in it (chgrp %.64s DIR; "
+                            "chmod 2770 DIR)",
+                            uri->path, name, name);
+    return DLOCK_OK;
+}
+
+/*
  * Open the URI's directory, which must exist: dlock creates lock files,
  * never directories (flock(1) creates its file, not the path to it). A
  * directory made on demand turns a typo in one program's URI into a lock
@@ -172,6 +253,11 @@ static int file_open(struct dlock_session **out, const struct dlock_uri *uri,
         free(fs);
         return rc;
     }
+    if ((rc = file_group(uri, fs->dirfd, &fs->gid, err, errlen)) != DLOCK_OK) {
+        close(fs->dirfd);
+        free(fs);
+        return rc;
+    }
     *out = &fs->base;
     return DLOCK_OK;
 }
@@ -186,15 +272,31 @@ static void file_close(struct dlock_session *s)
 
 /* ---- acquire, renew, release ----------------------------------------------------- */
 
-/* A lock file that cannot be opened: no permission (DLOCK_EACCES, exit
- * 73) names the remedy; anything else is an error of its own. */
-static int file_open_error(struct dlock_session *s, int e)
+/*
+ * A lock file that cannot be opened: no permission (DLOCK_EACCES, exit
+ * 73) names the remedy; anything else is an error of its own. With a
+ * group, an empty file is one another member has just created and not
+ * yet given the group's mode (file_open_lock): busy, try again.
+ */
+static int file_open_error(struct dlock_session *s, const char *name,
+                           size_t len, int e)
 {
+    struct file_session *fs = (struct file_session *)s;
+    char fname[FILE_SEGMENT_MAX + 8];
+    struct stat st;
+
+    if (e == EACCES && fs->gid != NO_GROUP) {
+        file_name(fname, name, len);
+        if (fstatat(fs->dirfd, fname, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_size == 0)
+            return DLOCK_EBUSY;
+    }
     if (e == EACCES || e == EPERM || e == EROFS)
         return dlock_session_error(
             s, DLOCK_EACCES,
             "cannot create or open the lock file: %s (the lock directory "
-            "must let this user create and write files)",
+            "must let this user create and write files; group= shares "
+            "one between users)",
             strerror(e));
     return dlock_session_error(s, e == ENOMEM ? DLOCK_ENOMEM : DLOCK_ERROR,
                                "cannot open the lock file: %s", strerror(e));
@@ -210,9 +312,9 @@ static int file_acquire(struct dlock_session *s,
 
     (void)deadline_ms; /* no native wait: core polls */
     (void)retry_ms;
-    fd = file_open_lock(fs->dirfd, req->name, req->name_len);
+    fd = file_open_lock(fs->dirfd, req->name, req->name_len, fs->gid);
     if (fd < 0)
-        return file_open_error(s, errno);
+        return file_open_error(s, req->name, req->name_len, errno);
     if (file_setlk(fd, F_OFD_SETLK, shared ? F_RDLCK : F_WRLCK, 0) != 0) {
         e = errno;
         close(fd);
@@ -256,10 +358,8 @@ static int file_renew(struct dlock_session *s, struct dlock_renewal *items,
     for (size_t i = 0; i < n; i++) {
         const struct dlock_request *req = items[i].req;
         struct stat held, named;
-        size_t len = dlock_name_segment(fname, FILE_SEGMENT_MAX, req->name,
-                                        req->name_len);
 
-        memcpy(fname + len, ".lock", 6);
+        file_name(fname, req->name, req->name_len);
         if (fstat((int)items[i].grant->word[0], &held) != 0)
             items[i].result = dlock_session_error(
                 s, DLOCK_ELOST, "lock descriptor: %s", strerror(errno));
@@ -302,10 +402,10 @@ static int file_inspect(struct dlock_session *s, const char *name, size_t len,
     unsigned char rec[RECORD_SIZE];
     struct flock fl;
     ssize_t got;
-    int fd = file_open_lock(fs->dirfd, name, len);
+    int fd = file_open_lock(fs->dirfd, name, len, fs->gid);
 
     if (fd < 0)
-        return file_open_error(s, errno);
+        return file_open_error(s, name, len, errno);
     memset(&fl, 0, sizeof fl);
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
@@ -345,7 +445,7 @@ static int file_floor(const struct dlock_uri *uri, const char *name,
         return rc;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t t0 = dlock_now_ns();
-        int fd = file_open_lock(dirfd, name, strlen(name));
+        int fd = file_open_lock(dirfd, name, strlen(name), NO_GROUP);
         if (fd < 0 || file_setlk(fd, F_OFD_SETLK, F_WRLCK, 0) != 0 ||
             file_bump(fd, owner, sizeof owner - 1) == 0) {
             rc = dlock_errorf(err, errlen, DLOCK_ERROR, "floor: %s",

@@ -475,6 +475,73 @@ if [ "$scheme" = file ]; then
         not_ok "no permission message: $(cat "$work/err")"
     chmod 0700 "$work"
 fi
+
+# ---- file://?group=NAME: users of one group share a lock directory ----------
+# As with flock(1) files several users open: two users of a fresh group take
+# the same lock by turns, each logging start and end; the log (history, not
+# dlock_held()) must show no two holders at once. Needs root for groupadd,
+# useradd and setpriv; the group and users are removed afterwards.
+group_users=()
+group_cleanup() {
+    local u
+    for u in "${group_users[@]}"; do userdel "$u" 2>/dev/null; done
+    [ -n "${grp:-}" ] && groupdel "$grp" 2>/dev/null
+}
+if [ "$scheme" != file ]; then
+    :
+elif [ "$(id -u)" != 0 ] || ! command -v groupadd >/dev/null || ! command -v setpriv >/dev/null; then
+    echo "ok - # SKIP file:// group=: needs root, groupadd, useradd and setpriv to make a group and two users"
+else
+    grp="dlkg$$" u1="dlku1$$" u2="dlku2$$"
+    trap 'group_cleanup; cleanup' EXIT
+    if groupadd "$grp" && useradd -M -N -g "$grp" -s /usr/sbin/nologin "$u1" &&
+        group_users+=("$u1") && useradd -M -N -g "$grp" -s /usr/sbin/nologin "$u2" &&
+        group_users+=("$u2"); then
+        shared="$work/shared"
+        mkdir "$shared" && chgrp "$grp" "$shared" && chmod 2770 "$shared"
+        chmod 0711 "$work"
+        : >"$shared/history" && chmod 0660 "$shared/history"
+        guri="file://$shared?group=$grp"
+        as() { setpriv --reuid="$1" --regid="$grp" --init-groups -- "${@:2}"; }
+        for u in "$u1" "$u2"; do
+            (
+                for i in 1 2 3 4 5; do
+                    as "$u" env DLOCK_URI= "$DLOCK" exec --uri "$guri" --timeout 20s shared-lock -- \
+                        sh -c "echo start $u \$DLOCK_FENCE >>$shared/history; sleep 0.1; \
+                               echo end $u \$DLOCK_FENCE >>$shared/history" ||
+                        echo "fail $u $?" >>"$shared/history"
+                done
+            ) &
+            pids+=($!)
+        done
+        wait "${pids[@]: -2}"
+        out=$(awk '$1 == "fail" { print "failed:", $0; exit }
+                   $1 == "start" { if (h != "") { print "overlap at line", NR; exit } h = $2 }
+                   $1 == "end" { if (h != $2) { print "bad end at line", NR; exit } h = "" }' \
+            "$shared/history" 2>&1)
+        starts=$(grep -c '^start' "$shared/history")
+        users=$(awk '$1 == "start" { print $2 }' "$shared/history" | sort -u | wc -l)
+        [ -z "$out" ] && [ "$starts" = 10 ] && [ "$users" = 2 ] &&
+            ok "group=: two users of the group took the lock by turns ($starts grants, none overlapping)" ||
+            not_ok "group=: history: $out, $starts grants by $users users: $(head -c 400 "$shared/history")"
+        st=$(stat -c '%a %G' "$shared/shared-lock.lock")
+        [ "$st" = "660 $grp" ] && ok "group=: the lock file is 0660, group $grp" ||
+            not_ok "group=: lock file mode and group: $st"
+        chmod o+rx "$shared" # a non-member may look, not join
+        setpriv --reuid=nobody --regid=nogroup --clear-groups -- env DLOCK_URI= \
+            "$DLOCK" exec --uri "$guri" shared-lock -- true 2>"$work/err"
+        expect_status "group=: a user outside the group is refused with 73" 73 $?
+        grep -q "not a member" "$work/err" && ok "group=: says the user is not a member" ||
+            not_ok "group= non-member message: $(cat "$work/err")"
+        chmod 0700 "$shared"
+        "$DLOCK" exec --uri "$guri" x -- true 2>"$work/err"
+        expect_status "group=: a directory the group cannot write is refused with 73" 73 $?
+        chmod 0700 "$work"
+    else
+        not_ok "group=: could not create group $grp and users"
+    fi
+    group_cleanup
+fi
 if [[ "$uri" == *:*@* ]]; then
     pw=$(printf '%s' "$uri" | sed -E 's#^[a-z]+://[^:/@]*:([^@]*)@.*#\1#')
     grep -qF -- "$pw" "$work/err" && not_ok "password leaked in error" ||
