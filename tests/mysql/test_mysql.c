@@ -440,10 +440,10 @@ static void mysql__uri_parameters_checked(void **state)
     snprintf(u, sizeof u, "mysql://dlock:s3cr3t-pw@127.0.0.1:%s,h2/dlock",
              port);
     expect_open_error(u, DLOCK_EINVAL, "host");
-    /* The server's own words for a wrong password, without it. */
+    /* The server's own words for a wrong password, without it: EAUTH. */
     snprintf(u, sizeof u, "mariadb://dlock:s3cr3t-pw@127.0.0.1:%s/dlock",
              port);
-    expect_open_error(u, DLOCK_ECONNECT, "Access denied");
+    expect_open_error(u, DLOCK_EAUTH, "Access denied");
     /* TLS demanded of a server without it: a clear refusal, whether the
      * client library refuses (verify) or dlock does (require). */
     expect_open_error(uri_for(1, "insert", "ssl=require&timeout=2s"),

@@ -494,7 +494,7 @@ static void postgres__uri_parameters(void **state)
     {
         char bad[4096];
         snprintf(bad, sizeof bad, "%.*s:wrong-pw%s", (int)(colon - u), u, at);
-        expect_open(DLOCK_ECONNECT, bad, "password authentication failed");
+        expect_open(DLOCK_EAUTH, bad, "password authentication failed");
         snprintf(bad, sizeof bad, "%s/extra", u);
         expect_open(DLOCK_EINVAL, bad, "path");
         snprintf(bad, sizeof bad, "postgresql%s", strstr(u, "://"));
