@@ -199,7 +199,9 @@ void dlock__my_conn_close(struct dlock__my_conn *c)
 
 /* ---- tables and statements ----------------------------------------------- */
 
-/* Run the mode's CREATE TABLE IF NOT EXISTS statements. */
+/* Run the mode's CREATE TABLE IF NOT EXISTS statements, and the ALTER
+ * TABLE ADD COLUMNs that bring an older table up to date: a column that
+ * is already there is no failure. */
 static unsigned my_create_tables(struct dlock__my_conn *c)
 {
     for (const char *const *t = c->x->mode->ddl; *t != NULL; t++) {
@@ -210,7 +212,8 @@ static unsigned my_create_tables(struct dlock__my_conn *c)
         if (n < 0 || (size_t)n >= sizeof q)
             return dlock__my_note(c, CR_UNKNOWN_ERROR,
                                   "a CREATE TABLE statement is too long");
-        if (mysql_real_query(c->db, q, (unsigned long)n) != 0) {
+        if (mysql_real_query(c->db, q, (unsigned long)n) != 0 &&
+            mysql_errno(c->db) != ER_DUP_FIELDNAME) {
             char text[sizeof c->msg];
             unsigned e = mysql_errno(c->db);
             snprintf(text, sizeof text,
@@ -220,6 +223,12 @@ static unsigned my_create_tables(struct dlock__my_conn *c)
         }
     }
     return 0;
+}
+
+/* A table, or a column added since it was made: the mode's ddl makes it. */
+static bool my_missing(unsigned e)
+{
+    return e == ER_NO_SUCH_TABLE || e == ER_BAD_FIELD_ERROR;
 }
 
 /* Forget the statement in slot (closing it): it is prepared again. */
@@ -262,7 +271,7 @@ MYSQL_STMT *dlock__my_prepare(struct dlock__my_conn *c,
         }
         e = dlock__my_stmt_note(c, st);
         mysql_stmt_close(st);
-        if (e != ER_NO_SUCH_TABLE || tries > 0 || my_create_tables(c) != 0)
+        if (!my_missing(e) || tries > 0 || my_create_tables(c) != 0)
             return NULL;
     }
 }
@@ -285,7 +294,7 @@ unsigned dlock__my_exec(struct dlock__my_conn *c,
         if (mysql_stmt_execute(st) == 0)
             return 0;
         e = dlock__my_stmt_note(c, st);
-        if (e != ER_NO_SUCH_TABLE || tries > 0)
+        if (!my_missing(e) || tries > 0)
             return e;
         my_unprepare(c, q->slot);
         if (my_create_tables(c) != 0)

@@ -4,14 +4,25 @@
  *     INSERT … VALUES (key, LAST_INSERT_ID(1))
  *     ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)
  * whose OK packet carries the new value (mysql_stmt_insert_id), so no
- * SELECT follows. The bump is always autocommitted: a token handed out
+ * SELECT follows. The row also names the owner that took the token, which
+ * is the holder while the lock is held (every mode is exclusive): how
+ * `dlock inspect` shows the holder's DLOCK_OWNER on modes whose own state
+ * cannot (GET_LOCK knows a connection id; a FOR UPDATE row's owner is not
+ * committed). The bump is always autocommitted: a token handed out
  * must never be handed out again, even if the lock is lost before it is
  * released. (for_update.c therefore bumps over a side connection of its
  * own.) The table is created with the mode's others, on first use.
  *
  * Divisions: the table and statements; bump and peek.
  */
+#include <stdio.h>
+#include <string.h>
+
 #include "my.h"
+
+#define MY_FENCE_OWNER_COLUMN                                              \
+    " owner VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL"    \
+    " DEFAULT '' COMMENT 'client uuid:handle serial that took the token'"
 
 /* ---- the table and statements -------------------------------------------- */
 
@@ -19,17 +30,26 @@ const char dlock__my_fence_ddl[] =
     "CREATE TABLE IF NOT EXISTS `%s_fence` ("
     " lock_key BINARY(32) NOT NULL COMMENT 'SHA-256 of namespace || name',"
     " fence BIGINT UNSIGNED NOT NULL COMMENT 'the last token handed out',"
+    MY_FENCE_OWNER_COLUMN ","
     " PRIMARY KEY (lock_key)"
     ") ENGINE=InnoDB";
 
+/* A table from before the column: run when a statement names a column the
+ * table lacks (conn.c), and after the CREATE, where it fails as a
+ * duplicate, which conn.c ignores (MySQL has no ADD COLUMN IF NOT
+ * EXISTS). */
+const char dlock__my_fence_owner_ddl[] =
+    "ALTER TABLE `%s_fence` ADD COLUMN" MY_FENCE_OWNER_COLUMN;
+
 static const struct dlock__my_stmt fence_bump = {
     MY_SLOT_FENCE,
-    "INSERT INTO `%s_fence` (lock_key, fence) VALUES (?, "
-    "LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE "
-    "fence = LAST_INSERT_ID(fence + 1)"};
+    "INSERT INTO `%s_fence` (lock_key, fence, owner) VALUES (?, "
+    "LAST_INSERT_ID(1), ?) ON DUPLICATE KEY UPDATE "
+    "fence = LAST_INSERT_ID(fence + 1), owner = VALUES(owner)"};
 
 static const struct dlock__my_stmt fence_peek = {
-    MY_SLOT_FENCE_PEEK, "SELECT fence FROM `%s_fence` WHERE lock_key = ?"};
+    MY_SLOT_FENCE_PEEK,
+    "SELECT fence, owner FROM `%s_fence` WHERE lock_key = ?"};
 
 /* ---- bump and peek ------------------------------------------------------- */
 
@@ -39,12 +59,14 @@ static const struct dlock__my_stmt fence_peek = {
  * deadlock there is retried.
  */
 unsigned dlock__my_fence(struct dlock__my_conn *c,
-                         const uint8_t key[MY_KEY_LEN], uint64_t *out)
+                         const uint8_t key[MY_KEY_LEN], const char *owner,
+                         size_t owner_len, uint64_t *out)
 {
-    MYSQL_BIND p[1];
+    MYSQL_BIND p[2];
     unsigned e = 0;
 
     dlock__my_bind_blob(&p[0], key, MY_KEY_LEN);
+    dlock__my_bind_text(&p[1], owner, owner_len);
     for (int i = 0; i < 3; i++) {
         e = dlock__my_exec(c, &fence_bump, p);
         if (e != ER_LOCK_DEADLOCK && e != ER_LOCK_WAIT_TIMEOUT)
@@ -65,17 +87,29 @@ unsigned dlock__my_fence_prepare(struct dlock__my_conn *c)
 }
 
 unsigned dlock__my_fence_peek(struct dlock__my_conn *c,
-                              const uint8_t key[MY_KEY_LEN], uint64_t *out)
+                              const uint8_t key[MY_KEY_LEN], uint64_t *out,
+                              char *owner, size_t owner_cap)
 {
-    MYSQL_BIND p[1];
-    long long v;
-    my_flag null;
-    bool found;
+    MYSQL_BIND p[1], r[2];
+    char buf[65];
+    unsigned long len = 0;
+    long long v = 0;
+    my_flag null = 1, owner_null = 1;
+    bool found = false;
     unsigned e;
 
     dlock__my_bind_blob(&p[0], key, MY_KEY_LEN);
-    if ((e = dlock__my_select_i64(c, &fence_peek, p, &v, &null, &found)) != 0)
+    dlock__my_res_i64(&r[0], &v, &null);
+    dlock__my_res_bytes(&r[1], buf, sizeof buf - 1, &len, &owner_null);
+    if ((e = dlock__my_exec(c, &fence_peek, p)) == 0)
+        e = dlock__my_fetch(c, &fence_peek, r, &found);
+    if (e != 0)
         return e;
     *out = found && !null ? (uint64_t)v : 0;
+    if (len > sizeof buf - 1)
+        len = sizeof buf - 1;
+    buf[found && !owner_null ? len : 0] = '\0';
+    if (owner != NULL && owner_cap > 0)
+        snprintf(owner, owner_cap, "%s", buf);
     return 0;
 }

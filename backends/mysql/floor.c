@@ -101,7 +101,8 @@ int dlock__my_floor_insert(const struct dlock__my_floor_sql *q,
         dlock__my_bind_text(&p[3], r.x->holder, r.x->holder_len);
         dlock__my_bind_i64(&p[4], &lease_us);
         if ((e = dlock__my_exec(&r.c, q->take, p)) == 0 &&
-            (e = dlock__my_fence(&r.c, r.key, &fence)) == 0) {
+            (e = dlock__my_fence(&r.c, r.key, floor_owner,
+                                 sizeof floor_owner - 1, &fence)) == 0) {
             dlock__my_bind_text(&p[1], floor_owner, sizeof floor_owner - 1);
             e = dlock__my_exec(&r.c, q->give, p);
         }
@@ -148,7 +149,9 @@ int dlock__my_floor_for_update(const struct dlock__my_floor_sql *q,
         if (e == 0 && !locked)
             e = dlock__my_note(&r.c, CR_UNKNOWN_ERROR,
                                "the lock row is missing");
-        if (e == 0 && (e = dlock__my_fence(&r.f, r.key, &fence)) != 0)
+        if (e == 0 &&
+            (e = dlock__my_fence(&r.f, r.key, floor_owner,
+                                 sizeof floor_owner - 1, &fence)) != 0)
             dlock__my_note(&r.c, e, r.f.msg);
         if (e == 0 && mysql_commit(r.c.db) != 0)
             e = dlock__my_db_note(&r.c);
@@ -195,7 +198,8 @@ int dlock__my_floor_get_lock(const struct dlock__my_floor_sql *q,
             e = dlock__my_note(&r.c, CR_UNKNOWN_ERROR,
                                "the lock is held by someone else");
         if (e == 0)
-            e = dlock__my_fence(&r.c, r.key, &fence);
+            e = dlock__my_fence(&r.c, r.key, floor_owner,
+                                sizeof floor_owner - 1, &fence);
         if (e == 0)
             e = dlock__my_select_i64(&r.c, q->give, p, &v, &null, &found);
         ns_out[i] = dlock_now_ns() - t0;

@@ -34,7 +34,8 @@ static const char fu_ddl_rows[] =
     " PRIMARY KEY (lock_key)"
     ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
 
-static const char *const fu_ddl[] = {fu_ddl_rows, dlock__my_fence_ddl, NULL};
+static const char *const fu_ddl[] = {fu_ddl_rows, dlock__my_fence_ddl,
+                                     dlock__my_fence_owner_ddl, NULL};
 
 /* Each lock connection's first statements. A lock wait of 0 is NOWAIT on
  * MariaDB; MySQL raises it to its minimum, 1 s. */
@@ -69,6 +70,7 @@ static const struct dlock__my_stmt fu_row_create = {
  * server restarted) would hand the same token to the next holder.
  */
 static unsigned fu_fence(struct dlock__my_session *ms,
+                         const struct dlock_request *req,
                          const uint8_t key[MY_KEY_LEN], uint64_t *out)
 {
     struct dlock__my_ctx *x = ms->x;
@@ -87,7 +89,8 @@ static unsigned fu_fence(struct dlock__my_session *ms,
         }
         /* A reply lost with the connection may have bumped it already:
          * once more skips a token, which fencing allows. */
-        if ((e = dlock__my_fence(&x->fence, key, out)) == 0 ||
+        if ((e = dlock__my_fence(&x->fence, key, req->owner, req->owner_len,
+                                 out)) == 0 ||
             !x->fence.broken)
             break;
     }
@@ -233,7 +236,7 @@ static int fu_acquire(struct dlock_session *s, const struct dlock_request *req,
     if ((rc = fu_take(ms, req, key, deadline_ms, retry_ms)) != DLOCK_OK)
         return rc;
     /* Held until COMMIT, or until this connection ends. */
-    if (fu_fence(ms, key, &grant->fence) != 0) {
+    if (fu_fence(ms, req, key, &grant->fence) != 0) {
         rc = dlock__my_fail(ms, &ms->conn, "fence");
         mysql_rollback(ms->conn.db);
         return rc;
@@ -271,7 +274,8 @@ static int fu_release(struct dlock_session *s, const struct dlock_request *req,
 /*
  * Held or not, by a NOWAIT probe: busy means held; a row we could lock
  * was free (the ROLLBACK gives it back at once). Who holds it, InnoDB
- * tells only with the PROCESS privilege, so the owner stays unknown.
+ * tells only with the PROCESS privilege; the counter row names the owner
+ * that took the last token, which is the holder while it is held.
  * (SKIP LOCKED would read better, but over a locked row MariaDB 10.11 and
  * Connector/C 3.3 end the empty result with a fetch error of errno 0.)
  */
@@ -306,7 +310,8 @@ static int fu_inspect(struct dlock_session *s, const char *name, size_t len,
     dlock__my_key(ms->x, name, len, key);
     rc = fu_probe(ms, key, out);
     if (rc == DLOCK_OK &&
-        dlock__my_fence_peek(&ms->conn, key, &out->fence) != 0)
+        dlock__my_fence_peek(&ms->conn, key, &out->fence, out->owner,
+                             out->held > 0 ? sizeof out->owner : 0) != 0)
         rc = dlock__my_fail(ms, &ms->conn, "inspect fence");
     /* The peek, too, ran in a transaction of this connection. */
     mysql_rollback(ms->conn.db);

@@ -21,7 +21,8 @@
 /* ---- statements ---------------------------------------------------------- */
 
 /* No table but the fences'. */
-static const char *const gl_ddl[] = {dlock__my_fence_ddl, NULL};
+static const char *const gl_ddl[] = {dlock__my_fence_ddl,
+                                     dlock__my_fence_owner_ddl, NULL};
 
 enum {
     GL_GET_LOCK = MY_SLOT_MODE,
@@ -103,7 +104,8 @@ static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
                                    "memory)");
     if (v != 1)
         return dlock__my_busy(deadline_ms, wait_s > 0, retry_ms);
-    if (dlock__my_fence(c, key, &grant->fence) != 0) {
+    if (dlock__my_fence(c, key, req->owner, req->owner_len, &grant->fence) !=
+        0) {
         rc = dlock__my_fail(ms, c, "fence");
         if (!c->broken)
             gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null);
@@ -164,9 +166,10 @@ static int gl_inspect(struct dlock_session *s, const char *name, size_t len,
     if (gl_call(c, &gl_is_used_lock, ul, ul_len, NULL, &id, &null) != 0)
         return dlock__my_fail(ms, c, "inspect");
     out->held = !null;
-    if (!null)
-        snprintf(out->owner, sizeof out->owner, "mysql connection %lld", id);
-    if (dlock__my_fence_peek(c, key, &out->fence) != 0)
+    /* The holder's owner id is in the counter row it bumped (fence.c);
+     * IS_USED_LOCK knows only the connection. */
+    if (dlock__my_fence_peek(c, key, &out->fence, out->owner,
+                             out->held ? sizeof out->owner : 0) != 0)
         return dlock__my_fail(ms, c, "inspect fence");
     return DLOCK_OK;
 }

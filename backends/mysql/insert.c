@@ -47,7 +47,7 @@ static const char ins_ddl_locks[] =
     ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
 
 static const char *const ins_ddl[] = {ins_ddl_locks, dlock__my_fence_ddl,
-                                      NULL};
+                                      dlock__my_fence_owner_ddl, NULL};
 
 enum {
     INS_CLAIM = MY_SLOT_MODE,
@@ -163,7 +163,8 @@ static int ins_acquire(struct dlock_session *s, const struct dlock_request *req,
         return DLOCK_EBUSY;
     if (e != 0)
         return dlock__my_fail(ms, c, "claim");
-    if ((e = dlock__my_fence(c, key, &grant->fence)) != 0) {
+    if ((e = dlock__my_fence(c, key, req->owner, req->owner_len,
+                             &grant->fence)) != 0) {
         int rc = dlock__my_fail(ms, c, "fence");
         /* Give the row back if we still can; else its lease frees it. */
         if (!c->broken)
@@ -364,7 +365,7 @@ static int ins_inspect(struct dlock_session *s, const char *name, size_t len,
         snprintf(out->owner, sizeof out->owner, "%s", owner);
         out->remaining_ms = left;
     }
-    if (dlock__my_fence_peek(c, key, &out->fence) != 0)
+    if (dlock__my_fence_peek(c, key, &out->fence, NULL, 0) != 0)
         return dlock__my_fail(ms, c, "inspect fence");
     return DLOCK_OK;
 }

@@ -211,14 +211,19 @@ size_t dlock__my_ulock_name(const struct dlock__my_ctx *x, const char *name,
 
 /* ---- fence.c: the fencing counters --------------------------------------- */
 
-/* The counters' table, part of every mode's ddl. */
-extern const char dlock__my_fence_ddl[];
-/* Bump key's counter on c (autocommitted) and read the new token. */
+/* The counters' table, and the owner column added to one made before it
+ * had one: both part of every mode's ddl. */
+extern const char dlock__my_fence_ddl[], dlock__my_fence_owner_ddl[];
+/* Bump key's counter on c (autocommitted), record owner as the one who
+ * took it (every mode is exclusive) and read the new token. */
 unsigned dlock__my_fence(struct dlock__my_conn *c,
-                         const uint8_t key[MY_KEY_LEN], uint64_t *out);
-/* The last token handed out for key (0 if none), for inspect. */
+                         const uint8_t key[MY_KEY_LEN], const char *owner,
+                         size_t owner_len, uint64_t *out);
+/* The last token handed out for key (0 if none) and who took it ("" if
+ * unknown, owner_cap bytes at most), for inspect. */
 unsigned dlock__my_fence_peek(struct dlock__my_conn *c,
-                              const uint8_t key[MY_KEY_LEN], uint64_t *out);
+                              const uint8_t key[MY_KEY_LEN], uint64_t *out,
+                              char *owner, size_t owner_cap);
 /* Prepare the bump on c before a clock starts (the floor). */
 unsigned dlock__my_fence_prepare(struct dlock__my_conn *c);
 

@@ -48,12 +48,15 @@ static const char SQL_PID[] = "SELECT pg_backend_pid()";
 /* The CTE runs first and once (it calls a volatile function), so the
  * upsert happens only when the lock was granted, in the same statement and
  * round trip. Autocommit makes the new fence durable before the caller
- * sees it. */
+ * sees it. An exclusive holder names itself in the row ($2), for inspect:
+ * pg_locks knows only the server process, which holds the locks of many
+ * handles. */
 static const char SQL_TRY[] =
     "WITH l AS (SELECT pg_try_advisory_lock($1::bigint) AS got)"
-    " INSERT INTO {t} AS f (key, fence)"
-    " SELECT $1::bigint, 1 FROM l WHERE l.got"
-    " ON CONFLICT (key) DO UPDATE SET fence = f.fence + 1"
+    " INSERT INTO {t} AS f (key, fence, owner)"
+    " SELECT $1::bigint, 1, $2 FROM l WHERE l.got"
+    " ON CONFLICT (key) DO UPDATE SET fence = f.fence + 1,"
+    " owner = EXCLUDED.owner"
     " RETURNING f.fence, pg_backend_pid()";
 static const char SQL_TRY_SH[] =
     "WITH l AS (SELECT pg_try_advisory_lock_shared($1::bigint) AS got)"
@@ -63,9 +66,10 @@ static const char SQL_TRY_SH[] =
     " RETURNING f.fence, pg_backend_pid()";
 static const char SQL_WAIT[] =
     "WITH l AS (SELECT pg_advisory_lock($1::bigint))"
-    " INSERT INTO {t} AS f (key, fence)"
-    " SELECT $1::bigint, 1 FROM l"
-    " ON CONFLICT (key) DO UPDATE SET fence = f.fence + 1"
+    " INSERT INTO {t} AS f (key, fence, owner)"
+    " SELECT $1::bigint, 1, $2 FROM l"
+    " ON CONFLICT (key) DO UPDATE SET fence = f.fence + 1,"
+    " owner = EXCLUDED.owner"
     " RETURNING f.fence, pg_backend_pid()";
 static const char SQL_WAIT_SH[] =
     "WITH l AS (SELECT pg_advisory_lock_shared($1::bigint))"
@@ -160,9 +164,11 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
          * local to this implicit transaction (set_config(..., true)). */
         dlock__pg_lock_timeout(lt, deadline);
         q[nq++] = (struct pg_q){SQL_LOCK_TIMEOUT, 1, {lt}};
-        q[nq++] = (struct pg_q){cf->sql[ADV_WAIT + sh], 1, {key}};
+        q[nq++] = (struct pg_q){cf->sql[ADV_WAIT + sh], 2 - sh,
+                                {key, req->owner}};
     } else {
-        q[nq++] = (struct pg_q){cf->sql[ADV_TRY + sh], 1, {key}};
+        q[nq++] = (struct pg_q){cf->sql[ADV_TRY + sh], 2 - sh,
+                                {key, req->owner}};
     }
     rc = dlock__pg_run(s, q, nq, dlock__pg_wait_deadline(cf, deadline), &res);
     if (rc < 0) /* ECONNECT, or creating the table failed */
@@ -272,7 +278,8 @@ static void adv_floor_plan(const struct pg_conf *cf,
                            const struct pg_floor_keys *k,
                            struct pg_floor_plan *p)
 {
-    p->take[p->ntake++] = (struct pg_q){cf->sql[ADV_TRY], 1, {k->key}};
+    p->take[p->ntake++] =
+        (struct pg_q){cf->sql[ADV_TRY], 2, {k->key, k->owner}};
     p->give = (struct pg_q){cf->sql[ADV_UNLOCK], 1, {k->key}};
 }
 
@@ -311,9 +318,11 @@ const struct pg_mode dlock__pg_mode_advisory = {
         [ADV_UNLOCK_SH] = "SELECT pg_advisory_unlock_shared($1::bigint)",
     },
     .ddl = {"CREATE TABLE IF NOT EXISTS {t} (key bigint PRIMARY KEY,"
-            " fence bigint NOT NULL)",
-            NULL},
+            " fence bigint NOT NULL, owner text)",
+            /* a table from before the owner column (schema.c) */
+            "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS owner text", NULL},
     .inspect = DLOCK__PG_LOCKS_INSPECT(
-        "(SELECT fence FROM {t} WHERE key = $1::bigint)"),
+        "(SELECT fence FROM {t} WHERE key = $1::bigint)",
+        "(SELECT owner FROM {t} WHERE key = $1::bigint)"),
     .on_connect = adv_on_connect,
 };

@@ -34,16 +34,17 @@ int dlock__pg_inspect(struct dlock_session *ds, const char *name,
     return rc;
 }
 
-/* Holders, waiters, the first holder, the fence (DLOCK__PG_LOCKS_INSPECT). */
+/* Holders, waiters, the exclusive holder's owner id, the fence
+ * (DLOCK__PG_LOCKS_INSPECT). */
 static void locks_read(const PGresult *r, dlock_state *out)
 {
     long granted = atol(PQgetvalue(r, 0, 0));
 
     out->held = granted > 0;
     out->waiters = atoi(PQgetvalue(r, 0, 1));
-    if (granted > 1)
-        snprintf(out->owner, sizeof out->owner, "(%ld shared holders)",
-                 granted);
+    if (granted > 0 && PQgetisnull(r, 0, 2))
+        snprintf(out->owner, sizeof out->owner, "(%ld shared holder%s)",
+                 granted, granted > 1 ? "s" : "");
     else if (granted == 1)
         snprintf(out->owner, sizeof out->owner, "%s", PQgetvalue(r, 0, 2));
     if (!PQgetisnull(r, 0, 3))

@@ -82,15 +82,16 @@ struct pg_mode {
 };
 
 /* The pg_locks view of an advisory key, for both advisory modes' inspect:
- * holders, waiters and the first holder (the 64-bit key split into classid
- * and objid), with FENCE as the last column. dlock__pg_inspect_locks()
+ * holders, waiters and OWNER, the owner id recorded for the key when one
+ * holder has it exclusively (the 64-bit key split into classid and objid),
+ * with FENCE as the last column. dlock__pg_inspect_locks()
  * reads it. */
-#define DLOCK__PG_LOCKS_INSPECT(FENCE)                                      \
+#define DLOCK__PG_LOCKS_INSPECT(FENCE, OWNER)                               \
     "SELECT count(*) FILTER (WHERE l.granted),"                             \
     " count(*) FILTER (WHERE NOT l.granted),"                               \
-    " min(CASE WHEN l.granted THEN coalesce(a.application_name, '')"        \
-    "   || ' (pid ' || l.pid || ')' END), " FENCE                           \
-    " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"        \
+    " min(CASE WHEN l.granted AND l.mode = 'ExclusiveLock'"                 \
+    "   THEN coalesce(" OWNER ", '') END), " FENCE                          \
+    " FROM pg_locks l"                                                      \
     " WHERE l.locktype = 'advisory' AND l.objsubid = 1"                     \
     " AND l.database = (SELECT oid FROM pg_database"                        \
     "   WHERE datname = current_database())"                                \

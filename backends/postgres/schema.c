@@ -65,7 +65,9 @@ int dlock__pg_run(struct pg_session *s, const struct pg_q *q, int nq,
 {
     int rc = dlock__pg_exec(s, q, nq, deadline, res);
 
-    if (rc != PG_SQLERR || strcmp(res->state, "42P01") != 0)
+    /* 42P01: no table; 42703: a column added since it was made. */
+    if (rc != PG_SQLERR ||
+        (strcmp(res->state, "42P01") != 0 && strcmp(res->state, "42703") != 0))
         return rc;
     dlock__pg_res_clear(res);
     dlock__pg_rollback(s);

@@ -64,13 +64,25 @@ static const char SQL_SET_TX[] =
     " set_config('tcp_keepalives_count', $4, true),"
     " set_config('idle_in_transaction_session_timeout', $5, true)";
 static const char SQL_ONE[] = "SELECT 1";
+/* The fence, and who took it (an exclusive holder's owner id, "" for a
+ * shared one), committed together in dlock_holders for inspect: the lock
+ * transaction's own writes are invisible to others until it ends, and
+ * pg_locks knows only the server process. While the lock is held
+ * exclusively, its holder is the last to have taken a fence. */
 static const char SQL_FENCE[] =
-    "SELECT nextval('dlock_fence_seq'), txid_current()";
+    "INSERT INTO dlock_holders AS h (key, owner, fence)"
+    " VALUES ($1, $2, nextval('dlock_fence_seq'))"
+    " ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner,"
+    " fence = EXCLUDED.fence RETURNING h.fence, txid_current()";
+#define SQL_HOLDERS_DDL                                                     \
+    "CREATE TABLE IF NOT EXISTS dlock_holders (key text PRIMARY KEY,"       \
+    " owner text NOT NULL, fence bigint NOT NULL)"
 
 /* ---- the fence connection ---------------------------------------------- */
 
 /* A fence committed over the ctx's fence connection (see the top). */
-static int tx_fence(struct pg_session *s, uint64_t *out)
+static int tx_fence(struct pg_session *s, const char *key,
+                    const char *owner, uint64_t *out)
 {
     struct pg_ctx *x = s->x;
     struct pg_res res;
@@ -79,7 +91,7 @@ static int tx_fence(struct pg_session *s, uint64_t *out)
 
     pthread_mutex_lock(&x->fence_mu);
     for (int attempt = 0; attempt < 2; attempt++) {
-        struct pg_q q = {SQL_FENCE, 0, {NULL}};
+        struct pg_q q = {SQL_FENCE, 2, {key, owner}};
         struct pg_session *fs = x->fence;
         if (fs == NULL) {
             fs = calloc(1, sizeof *fs);
@@ -210,7 +222,8 @@ static int tx_acquire(struct dlock_session *ds,
             return DLOCK_EBUSY; /* pg_try_advisory_xact_lock said no */
         }
         dlock__pg_res_clear(&res);
-        if ((rc = tx_fence(s, &g->fence)) != DLOCK_OK) {
+        if ((rc = tx_fence(s, key, sh ? "" : req->owner, &g->fence)) !=
+            DLOCK_OK) {
             dlock__pg_rollback(s);
             return rc;
         }
@@ -282,8 +295,11 @@ static void fu_read(const PGresult *r, dlock_state *out)
         out->fence = dlock__pg_u64(r, 0, 0);
         if (!PQgetisnull(r, 0, 3)) {
             out->held = 1;
-            snprintf(out->owner, sizeof out->owner, "%s (pid %s)",
-                     PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3));
+            /* Who took the last fence (SQL_FENCE): "" for shared. */
+            snprintf(out->owner, sizeof out->owner, "%s",
+                     PQgetisnull(r, 0, 2) || PQgetvalue(r, 0, 2)[0] == '\0'
+                         ? "(shared holders)"
+                         : PQgetvalue(r, 0, 2));
         }
     }
 }
@@ -357,8 +373,11 @@ const struct pg_mode dlock__pg_mode_advisory_xact = {
         [TX_WAIT] = "SELECT pg_advisory_xact_lock($1::bigint)",
         [TX_WAIT_SH] = "SELECT pg_advisory_xact_lock_shared($1::bigint)",
     },
-    .ddl = {"CREATE SEQUENCE IF NOT EXISTS dlock_fence_seq", NULL},
-    .inspect = DLOCK__PG_LOCKS_INSPECT("NULL::bigint"),
+    .ddl = {"CREATE SEQUENCE IF NOT EXISTS dlock_fence_seq", SQL_HOLDERS_DDL,
+            NULL},
+    .inspect = DLOCK__PG_LOCKS_INSPECT(
+        "(SELECT fence FROM dlock_holders WHERE key = $1::text)",
+        "(SELECT owner FROM dlock_holders WHERE key = $1::text)"),
 };
 
 /* Exclusive holders name themselves in the row when they take it and
@@ -405,8 +424,9 @@ const struct pg_mode dlock__pg_mode_for_update = {
             " namespace text NOT NULL, name text NOT NULL,"
             " owner text NOT NULL DEFAULT '',"
             " fence bigint NOT NULL DEFAULT 0, locked_at timestamptz)",
-            NULL},
-    .inspect = "SELECT t.fence, t.owner, a.application_name, a.pid"
+            SQL_HOLDERS_DDL, NULL},
+    .inspect = "SELECT t.fence, t.owner, h.owner, a.pid"
                " FROM {t} t LEFT JOIN pg_stat_activity a"
-               " ON a.backend_xid = t.xmax WHERE t.key = decode($1, 'hex')",
+               " ON a.backend_xid = t.xmax LEFT JOIN dlock_holders h"
+               " ON h.key = $1 WHERE t.key = decode($1, 'hex')",
 };

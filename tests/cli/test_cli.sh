@@ -318,6 +318,28 @@ PY
 )
 [ "$out" = ok ] && ok "inspect --json of a held lock" ||
     not_ok "inspect --json: $out $(cat "$work/insp.json" "$work/err")"
+# inspect names the holder by the DLOCK_OWNER its command sees, in text and
+# JSON, on every backend and mode that can inspect: one owner format.
+ow=$(name owner)
+"$DLOCK" exec "$ow" -- sh -c "echo \$DLOCK_OWNER >$work/owner.tmp; mv $work/owner.tmp $work/owner; sleep 3" &
+pids+=($!)
+if wait_for "$work/owner"; then
+    want=$(cat "$work/owner")
+    "$DLOCK" inspect "$ow" >"$work/insp.txt" 2>"$work/err"
+    st=$?
+    got=$(sed -n 's/^owner: *//p' "$work/insp.txt")
+    jgot=$("$DLOCK" inspect --json "$ow" 2>/dev/null |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["owner"])')
+    if [ "$st" = 64 ] && grep -q "not supported" "$work/err"; then
+        ok "inspect: # SKIP this mode cannot inspect ($(head -c 80 "$work/err"))"
+    elif [ "$got" = "$want" ] && [ "$jgot" = "$want" ]; then
+        ok "inspect: the owner is the holder's DLOCK_OWNER ($want), text and JSON"
+    else
+        not_ok "inspect owner: '$got' (JSON '$jgot'), the holder's DLOCK_OWNER is '$want'"
+    fi
+else
+    not_ok "inspect owner: the holder did not start"
+fi
 # flock(1)'s options, with flock's meanings and exit codes
 "$DLOCK" exec -n "$held" -- true 2>/dev/null
 expect_status "flock -n: busy exits 1" 1 $?

@@ -315,6 +315,35 @@ static void conformance__owner_only_release(void **state)
     dlock_client_close(other);
 }
 
+/* One owner format: where a mode can inspect, another client sees the
+ * exclusive holder as exactly its dlock_lock_owner() (what `dlock exec`
+ * gives its command as DLOCK_OWNER), whatever the backend keeps. */
+static void conformance__inspect_names_the_owner(void **state)
+{
+    const char *name = h_name("inspect-owner");
+    dlock_client *other = h_client(uri);
+    dlock_lock *a = h_lock(cl, name, 0, 0);
+    dlock_state st = DLOCK_STATE_INIT;
+    int rc;
+
+    (void)state;
+    assert_non_null(other);
+    assert_int_equal(dlock_acquire(a, 5000), DLOCK_OK);
+    rc = dlock_inspect(other, name, &st);
+    if (rc == DLOCK_EUNSUPPORTED) {
+        assert_int_equal(dlock_release(a), DLOCK_OK);
+        dlock_lock_free(a);
+        dlock_client_close(other);
+        skip();
+    }
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(st.held, 1);
+    assert_string_equal(st.owner, dlock_lock_owner(a));
+    assert_int_equal(dlock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_client_close(other);
+}
+
 /* ---- reentrancy ---------------------------------------------------------------- */
 
 static void conformance__reentrancy_counts_levels(void **state)
@@ -963,6 +992,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(conformance__timed_acquire_gets_released_lock),
         cmocka_unit_test(conformance__release_not_held),
         cmocka_unit_test(conformance__owner_only_release),
+        cmocka_unit_test(conformance__inspect_names_the_owner),
         cmocka_unit_test(conformance__reentrancy_counts_levels),
         cmocka_unit_test(conformance__fencing_strictly_increases),
         cmocka_unit_test(conformance__holder_killed_frees_lock),
