@@ -160,7 +160,7 @@ static int file_group(const struct dlock_uri *uri, int dirfd, gid_t *out,
     const char *name = dlock_uri_param(uri, "group");
     struct group gr, *g = NULL;
     char buf[4096], *end;
-    gid_t groups[256];
+    gid_t *groups;
     struct stat st;
     int n, member;
 
@@ -178,9 +178,13 @@ static int file_group(const struct dlock_uri *uri, int dirfd, gid_t *out,
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "group: no group '%.64s' on this machine", name);
     member = geteuid() == 0 || getegid() == *out;
-    n = getgroups(sizeof groups / sizeof groups[0], groups);
-    for (int i = 0; i < n && !member; i++)
+    n = member ? 0 : getgroups(0, NULL);
+    groups = n > 0 ? calloc((size_t)n, sizeof *groups) : NULL;
+    if (groups != NULL)
+        n = getgroups(n, groups);
+    for (int i = 0; groups != NULL && i < n && !member; i++)
         member = groups[i] == *out;
+    free(groups);
     if (!member)
         return dlock_errorf(err, errlen, DLOCK_EACCES,
                             "group: this user is not a member of group "
