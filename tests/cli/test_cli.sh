@@ -574,7 +574,7 @@ fi
 # The URI with a wrong password (or, where it has none, a user and password
 # the server does not know): the server's refusal, named, and exit 77.
 case $scheme in
-file | zk | zookeeper) badpw= ;; # no login to refuse (zk:// takes no userinfo)
+file | zk | zookeeper | etcd) badpw= ;; # no login to refuse (zk:// and etcd:// take no userinfo)
 *)
     if [[ "$uri" == *://*:*@* ]]; then
         badpw=$(printf '%s' "$uri" | sed -E 's#^([a-z]+://[^:/@]*):[^@]*@#\1:wrong-pw@#')
