@@ -47,8 +47,11 @@
  * '.' and 16 of a handle's serial. */
 #define ETCD_KEY_MAX (ETCD_PREFIX_MAX + ETCD_NAME_ENC_MAX + 64 + 48)
 
-/* etcd's gRPC code for "requested lease not found" (and other absences). */
+/* etcd's gRPC codes: "requested lease not found" (and other absences);
+ * a request that ran out of time in the cluster; no leader or quorum. */
 #define ETCD_CODE_NOT_FOUND 5
+#define ETCD_CODE_DEADLINE_EXCEEDED 4
+#define ETCD_CODE_UNAVAILABLE 14
 
 /* Waiting is native (a watch), so core's backoff only paces reconnects. */
 #define ETCD_RETRY_MIN_MS 20
@@ -147,8 +150,10 @@ long dlock__etcd_unb64(const char *text, char *out, size_t cap);
  * (dlock_now_ms() clock) and the URI's timeout, whichever is first. A
  * member that cannot be reached is left for the next one. DLOCK_OK with
  * *out the parsed reply (the caller's, json_object_put()); DLOCK_ECONNECT
- * when no member answered; DLOCK_ERROR with the server's message when it
- * refused (*code then etcd's gRPC code, e.g. 5 for a lease not found).
+ * when no member answered, or one said the cluster cannot serve (no
+ * leader, no quorum: gRPC codes 14 and 4); DLOCK_ERROR with the server's
+ * message when it refused (*code then etcd's gRPC code, e.g. 5 for a
+ * lease not found).
  */
 int dlock__etcd_post(struct etcd_session *es, const char *path,
                      int64_t deadline_ms, json_object **out, int *code);

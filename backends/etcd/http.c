@@ -233,7 +233,9 @@ int dlock__etcd_post(struct etcd_session *es, const char *path,
     struct etcd_ctx *x = es->x;
     char url[320], why[CURL_ERROR_SIZE] = "";
     unsigned first = __atomic_load_n(&x->next, __ATOMIC_RELAXED);
+    json_object *msg;
     long status = 0;
+    int grpc;
 
     *out = NULL;
     if (code != NULL)
@@ -257,23 +259,30 @@ int dlock__etcd_post(struct etcd_session *es, const char *path,
                 snprintf(why, sizeof why, "%s", curl_easy_strerror(cc));
             continue; /* the next member */
         }
-        __atomic_store_n(&x->next, m, __ATOMIC_RELAXED);
         curl_easy_getinfo(es->curl, CURLINFO_RESPONSE_CODE, &status);
         *out = es->resp.len > 0 ? json_tokener_parse(es->resp.p) : NULL;
-        if (status == 200 && *out != NULL)
+        if (status == 200 && *out != NULL) {
+            __atomic_store_n(&x->next, m, __ATOMIC_RELAXED);
             return DLOCK_OK;
-        if (*out != NULL && code != NULL)
-            *code = (int)dlock__etcd_i64(*out, "code");
-        {
-            json_object *msg = dlock__etcd_get(*out, "message");
-            int rc = dlock__etcd_fail(
-                es, DLOCK_ERROR, "%s: HTTP %ld: %.200s", path, status,
-                msg != NULL ? json_object_get_string(msg)
-                            : (es->resp.p != NULL ? es->resp.p : ""));
-            json_object_put(*out);
-            *out = NULL;
-            return rc;
         }
+        msg = dlock__etcd_get(*out, "message");
+        grpc = (int)dlock__etcd_i64(*out, "code");
+        snprintf(why, sizeof why, "%s: HTTP %ld: %.200s", x->members[m],
+                 status,
+                 msg != NULL ? json_object_get_string(msg)
+                             : (es->resp.p != NULL ? es->resp.p : ""));
+        json_object_put(*out);
+        *out = NULL;
+        /* No leader, no quorum, a member shutting down: this member
+         * cannot serve now, another may (a put-if-absent or a compared
+         * delete is safe to send again). */
+        if (grpc == ETCD_CODE_UNAVAILABLE ||
+            grpc == ETCD_CODE_DEADLINE_EXCEEDED || status == 503)
+            continue;
+        __atomic_store_n(&x->next, m, __ATOMIC_RELAXED);
+        if (code != NULL)
+            *code = grpc;
+        return dlock__etcd_fail(es, DLOCK_ERROR, "%s: %s", path, why);
     }
     return dlock__etcd_fail(es, DLOCK_ECONNECT,
                             "%s: no member of %zu answered%s%s", path,
