@@ -219,6 +219,8 @@ mkdir -p "$out"
 start=$(date +%s)
 inner=(bash "$root/scripts/tradeoffs.sh")
 [ "$quick" = 1 ] && inner+=(--quick)
+# file:// makes lock files, not directories.
+mkdir -p "$locks/locks"
 inner+=(--inner "$dlock" "$out" "$locks/locks" "${backends[@]}")
 bash tests/servers/with-servers.sh "${kinds[@]}" -- "${inner[@]}"
 took=$(($(date +%s) - start))
