@@ -44,6 +44,7 @@ for b in $built; do
     zk) kinds+=(zk); uris+=(--uri '$DLOCK_TEST_ZK_URI') ;;
     postgres) kinds+=(pg); uris+=(--uri '$DLOCK_TEST_PG_URI') ;;
     mysql) kinds+=(mysql); uris+=(--uri '$DLOCK_TEST_MYSQL_URI') ;;
+    etcd) kinds+=(etcd); uris+=(--uri '$DLOCK_TEST_ETCD_URI') ;;
     esac
 done
 # The URIs are expanded inside with-servers.sh, once the servers are up.
