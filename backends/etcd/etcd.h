@@ -48,8 +48,10 @@
 #define ETCD_KEY_MAX (ETCD_PREFIX_MAX + ETCD_NAME_ENC_MAX + 64 + 48)
 
 /* etcd's gRPC codes: "requested lease not found" (and other absences);
- * a request that ran out of time in the cluster; no leader or quorum. */
+ * a request that ran out of time in the cluster; no leader or quorum; a
+ * member's gateway whose connection to its own server is closing. */
 #define ETCD_CODE_NOT_FOUND 5
+#define ETCD_CODE_CANCELLED 1
 #define ETCD_CODE_DEADLINE_EXCEEDED 4
 #define ETCD_CODE_UNAVAILABLE 14
 
@@ -91,7 +93,13 @@ struct etcd_ctx {
         uint32_t grants;
     } *counts;
     size_t ncounts, capcounts;
+    /* Leases a release could not clean (a key may be left on them): no
+     * session puts keys on them or keeps them alive any more, so what is
+     * left ends with their TTL. The last ETCD_ABANDONED, under mu. */
+    int64_t abandoned[16];
+    unsigned nabandoned;
 };
+#define ETCD_ABANDONED 16
 
 /* A growable buffer for request and response bodies. */
 struct etcd_buf {
@@ -109,7 +117,8 @@ struct etcd_session {
     struct etcd_buf body;    /* the request being built */
     struct etcd_buf resp;    /* the last response */
     int64_t lease;           /* 0: none yet, or it expired */
-    int64_t lease_alive_ms;  /* dlock_now_ms() of its last keepalive */
+    int64_t lease_sent_ms;   /* dlock_now_ms() when the last grant or
+                                keepalive of it that succeeded was sent */
     char key[ETCD_KEY_MAX + 1];
     size_t key_len;
     char aux[ETCD_KEY_MAX + 1];
@@ -128,6 +137,9 @@ size_t dlock__etcd_name_prefix(const struct etcd_ctx *x, char *out,
 /* Count a grant on lease (+1) or its end (-1); the number it carries now
  * (-1 when out of memory: counted as carrying grants). */
 int dlock__etcd_lease_grants(struct etcd_ctx *x, int64_t lease, int delta);
+/* Mark lease abandoned; whether it is. */
+void dlock__etcd_lease_abandon(struct etcd_ctx *x, int64_t lease);
+int dlock__etcd_lease_abandoned(struct etcd_ctx *x, int64_t lease);
 
 /* ---- http.c ------------------------------------------------------------- */
 
@@ -176,10 +188,17 @@ size_t dlock__etcd_len(json_object *a);
 
 /* ---- lease.c ------------------------------------------------------------ */
 
-/* Give the session a lease if it has none. An existing one is not kept
- * alive here: only renewals of its grants and the session's own waits do
- * that; a lease that ended shows when a put names it (enqueue). */
+/* Give the session a fresh lease when it has none, when its lease was
+ * last kept alive more than a third of the TTL ago (a key put on it now
+ * would live only what is left of it), or when it was abandoned. An
+ * existing lease is never kept alive here: only renewals of its grants
+ * and the session's own waits do that, so no acquire prolongs another
+ * handle's lock. */
 int dlock__etcd_lease_ensure(struct etcd_session *es, int64_t deadline_ms);
+/* The longest a holder may believe in a lock on a lease of ttl_s, from
+ * the last keepalive sent: the L whose dlock_server_timeout_ms(L) fits in
+ * the TTL [B-BOUND-1]. */
+int64_t dlock__etcd_believed_ms(uint32_t ttl_s);
 /* Keep lease id alive once: DLOCK_OK, DLOCK_ELOST when it is gone. */
 int dlock__etcd_keepalive(struct etcd_session *es, int64_t id,
                           int64_t deadline_ms);
@@ -202,7 +221,9 @@ int dlock__etcd_inspect(struct dlock_session *s, const char *name,
  * es->key unless it exists, on the session's lease, in one transaction
  * that also reads the first key of the name's queue (prefix in es->aux).
  * *rev: the key's create revision; *first: the queue's first create
- * revision; *mine 0 when the key existed with another owner's value.
+ * revision; *mine 1 when the key was put now, 0 when it existed with
+ * another owner's value, 2 when it existed with this owner's (a key an
+ * earlier grant or attempt left).
  * DLOCK_EBUSY when the session's lease had ended (es->lease is then 0).
  */
 int dlock__etcd_enqueue(struct etcd_session *es, const char *owner,

@@ -273,11 +273,13 @@ int dlock__etcd_post(struct etcd_session *es, const char *path,
                              : (es->resp.p != NULL ? es->resp.p : ""));
         json_object_put(*out);
         *out = NULL;
-        /* No leader, no quorum, a member shutting down: this member
+        /* No leader, no quorum, a member shutting down (its gateway's
+         * connection to its own server closing: 408/CANCELLED): this member
          * cannot serve now, another may (a put-if-absent or a compared
          * delete is safe to send again). */
         if (grpc == ETCD_CODE_UNAVAILABLE ||
-            grpc == ETCD_CODE_DEADLINE_EXCEEDED || status == 503)
+            grpc == ETCD_CODE_DEADLINE_EXCEEDED ||
+            grpc == ETCD_CODE_CANCELLED || status == 503 || status == 408)
             continue;
         __atomic_store_n(&x->next, m, __ATOMIC_RELAXED);
         if (code != NULL)

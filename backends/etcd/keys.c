@@ -70,3 +70,21 @@ out:
     pthread_mutex_unlock(&x->mu);
     return n;
 }
+
+void dlock__etcd_lease_abandon(struct etcd_ctx *x, int64_t lease)
+{
+    pthread_mutex_lock(&x->mu);
+    x->abandoned[x->nabandoned++ % ETCD_ABANDONED] = lease;
+    pthread_mutex_unlock(&x->mu);
+}
+
+int dlock__etcd_lease_abandoned(struct etcd_ctx *x, int64_t lease)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&x->mu);
+    for (unsigned i = 0; i < ETCD_ABANDONED && i < x->nabandoned; i++)
+        found = found || x->abandoned[i] == lease;
+    pthread_mutex_unlock(&x->mu);
+    return found;
+}

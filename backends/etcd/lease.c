@@ -24,6 +24,8 @@ int dlock__etcd_keepalive(struct etcd_session *es, int64_t id,
     json_object *r;
     int rc;
 
+    int64_t sent = dlock_now_ms();
+
     es->body.len = 0;
     if (dlock__etcd_buf_printf(&es->body, "{\"ID\":\"%lld\"}", (long long)id))
         return dlock_session_error(&es->base, DLOCK_ENOMEM, "out of memory");
@@ -34,17 +36,29 @@ int dlock__etcd_keepalive(struct etcd_session *es, int64_t id,
     rc = dlock__etcd_i64(r, "result.TTL") > 0 ? DLOCK_OK : DLOCK_ELOST;
     json_object_put(r);
     if (rc == DLOCK_OK && id == es->lease)
-        es->lease_alive_ms = dlock_now_ms();
+        es->lease_sent_ms = sent;
     return rc;
+}
+
+int64_t dlock__etcd_believed_ms(uint32_t ttl_s)
+{
+    int64_t ttl = (int64_t)ttl_s * 1000, margin = ttl / 11;
+
+    return ttl - (margin < 500 ? 500 : margin);
 }
 
 int dlock__etcd_lease_ensure(struct etcd_session *es, int64_t deadline_ms)
 {
+    int64_t sent = dlock_now_ms();
     json_object *r;
     int rc;
 
-    if (es->lease != 0)
+    if (es->lease != 0 &&
+        sent - es->lease_sent_ms <= (int64_t)es->x->ttl_s * 1000 / 3 &&
+        !dlock__etcd_lease_abandoned(es->x, es->lease))
         return DLOCK_OK;
+    /* The old lease is left to its grants' renewals, or to its TTL. */
+    es->lease = 0;
     es->body.len = 0;
     if (dlock__etcd_buf_printf(&es->body, "{\"TTL\":\"%u\"}", es->x->ttl_s))
         return dlock_session_error(&es->base, DLOCK_ENOMEM, "out of memory");
@@ -56,7 +70,7 @@ int dlock__etcd_lease_ensure(struct etcd_session *es, int64_t deadline_ms)
     if (es->lease == 0)
         return dlock_session_error(&es->base, DLOCK_ERROR,
                                    "lease grant: no lease ID in the reply");
-    es->lease_alive_ms = dlock_now_ms();
+    es->lease_sent_ms = sent;
     return DLOCK_OK;
 }
 
@@ -102,7 +116,8 @@ int dlock__etcd_renew(struct dlock_session *s, struct dlock_renewal *items,
                       size_t n)
 {
     struct etcd_session *es = (struct etcd_session *)s;
-    int64_t deadline = dlock_now_ms() + es->x->timeout_ms;
+    int64_t t0 = dlock_now_ms(), deadline = t0 + es->x->timeout_ms;
+    int64_t believed = dlock__etcd_believed_ms(es->x->ttl_s);
     int rc, all;
 
     /* One keepalive per distinct lease (almost always one): a grant whose
@@ -133,5 +148,11 @@ int dlock__etcd_renew(struct dlock_session *s, struct dlock_renewal *items,
         if (!one)
             items[i].result = DLOCK_ELOST;
     }
+    /* A lease longer than the URI's (a handle's own lease_ms) is believed
+     * no longer than the etcd lease allows [B-BOUND-1]. */
+    for (size_t i = 0; i < n; i++)
+        if (items[i].result == DLOCK_OK &&
+            items[i].grant->expires_ms > t0 + believed)
+            items[i].grant->expires_ms = t0 + believed;
     return DLOCK_OK;
 }

@@ -150,7 +150,9 @@ int dlock__etcd_enqueue(struct etcd_session *es, const char *owner,
         if (v != NULL)
             n = dlock__etcd_unb64(json_object_get_string(v), buf,
                                   sizeof buf);
-        *mine = n == (long)owner_len && memcmp(buf, owner, owner_len) == 0;
+        *mine = n == (long)owner_len && memcmp(buf, owner, owner_len) == 0
+                    ? 2
+                    : 0;
     }
     json_object_put(r);
     if (*rev <= 0)
@@ -247,15 +249,6 @@ int dlock__etcd_delete_if(struct etcd_session *es, const char *key,
 
 /* ---- acquire ------------------------------------------------------------------ */
 
-/* The longest lease a holder may believe in for an etcd lease of ttl_s:
- * the L whose dlock_server_timeout_ms(L) fits in the TTL [B-BOUND-1]. */
-static int64_t believed_ms(uint32_t ttl_s)
-{
-    int64_t ttl = (int64_t)ttl_s * 1000, margin = ttl / 11;
-
-    return ttl - (margin < 500 ? 500 : margin);
-}
-
 /* Give up: take the contender's key out of the queue, whatever the
  * deadline says, and return rc. */
 static int give_up(struct etcd_session *es, int64_t rev, int rc)
@@ -290,7 +283,7 @@ static int requeue(struct etcd_session *es, const struct dlock_request *req,
     contender_key(es, req, es->lease, 0);
     rc = dlock__etcd_enqueue(es, req->owner, req->owner_len, io, rev, &first,
                              &mine);
-    if (rc == DLOCK_OK && !mine)
+    if (rc == DLOCK_OK && mine != 1)
         rc = dlock__etcd_fail(es, DLOCK_ERROR, "queue: a new lease's key "
                                                "had an owner");
     if (rc == DLOCK_OK)
@@ -313,8 +306,14 @@ static int granted(struct etcd_session *es, struct dlock_grant *grant,
         return give_up(es, rev, nomem(es));
     memcpy(grant->priv, es->key, es->key_len + 1);
     dlock__etcd_lease_grants(es->x, lease, +1);
-    if (grant->expires_ms > t0 + believed_ms(es->x->ttl_s))
-        grant->expires_ms = t0 + believed_ms(es->x->ttl_s);
+    /* Believed from when the request started, and no longer than the
+     * lease was last kept alive for (etcd ends it a TTL after that). */
+    if (grant->expires_ms > t0 + dlock__etcd_believed_ms(es->x->ttl_s))
+        grant->expires_ms = t0 + dlock__etcd_believed_ms(es->x->ttl_s);
+    if (grant->expires_ms >
+        es->lease_sent_ms + dlock__etcd_believed_ms(es->x->ttl_s))
+        grant->expires_ms =
+            es->lease_sent_ms + dlock__etcd_believed_ms(es->x->ttl_s);
     return DLOCK_OK;
 }
 
@@ -347,8 +346,19 @@ int dlock__etcd_acquire(struct dlock_session *s,
                                              "queue: etcd lost each new "
                                              "lease at once")
                        : rc;
-        if (mine)
+        if (mine == 1)
             break;
+        if (mine == 2) {
+            /* A key this owner left (a release etcd refused, an attempt
+             * cut short): never take it over, its revision was a fence
+             * already. Delete it and queue afresh. */
+            if (tries < 2 &&
+                dlock__etcd_delete_if(es, es->key, es->key_len, rev, io) >= 0)
+                continue;
+            return dlock__etcd_fail(es, DLOCK_ECONNECT,
+                                    "queue: a key of this owner's is left "
+                                    "and cannot be deleted");
+        }
         if (second++)
             return dlock__etcd_fail(es, DLOCK_ERROR,
                                     "queue: the key %.*s has another owner",
@@ -401,7 +411,7 @@ int dlock__etcd_acquire(struct dlock_session *s,
             nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
         /* The session holds no grant while it waits [B-PIN-1]: keeping
          * its lease alive keeps only this contender's key. */
-        if (dlock_now_ms() - es->lease_alive_ms >=
+        if (dlock_now_ms() - es->lease_sent_ms >=
                 (int64_t)x->ttl_s * 1000 / 3 &&
             (rc = dlock__etcd_keepalive(es, lease, dlock_now_ms() +
                                                        x->timeout_ms)) !=
@@ -438,8 +448,12 @@ int dlock__etcd_release(struct dlock_session *s,
     dlock__etcd_lease_grants(es->x, (int64_t)grant->word[0], -1);
     free(grant->priv);
     grant->priv = NULL;
-    if (rc < 0)
+    if (rc < 0) {
+        /* The key may be left: stop using and keeping alive its lease, so
+         * it ends with the lease's TTL at the latest. */
+        dlock__etcd_lease_abandon(es->x, (int64_t)grant->word[0]);
         return rc;
+    }
     return rc == 1 ? DLOCK_OK : DLOCK_ENOTOWNER;
 }
 
