@@ -10,7 +10,7 @@
 #                                             build has, 10 minutes each
 #   scripts/history.sh --duration 1m          shorter runs
 #   scripts/history.sh --only redis,postgres  some backends (file redis zk
-#                                             postgres mysql)
+#                                             postgres mysql etcd)
 #   scripts/history.sh --mode redis-setnx     one or more modes by name
 #                                             (comma list; names as in
 #                                             `meson test --list`, e.g.
@@ -119,6 +119,10 @@ for b in $built; do
             entries+=("mysql-$m|\$DLOCK_TEST_MYSQL_URI?mode=$m|mysql")
         done
         kinds+=(mysql) ;;
+    etcd)
+        entries+=("etcd-mutex|\$DLOCK_TEST_ETCD_URI?lease=3s|etcd"
+            "etcd-rwlock|\$DLOCK_TEST_ETCD_URI?lease=3s&mode=rwlock|etcd")
+        kinds+=(etcd) ;;
     esac
 done
 if [ -n "$modes" ]; then

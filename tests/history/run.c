@@ -64,8 +64,8 @@ static void usage(void)
     fputs(
         "usage: history run --uri URI [options]\n"
         "  --server KIND        with-servers.sh kind of the URI's server\n"
-        "                       (redis redis5 zk zk3 pg mysql); none: only\n"
-        "                       process faults apply\n"
+        "                       (redis redis5 zk zk3 pg mysql etcd etcd3);\n"
+        "                       none: only process faults apply\n"
         "  --duration D         how long workers contend (20s); the first\n"
         "                       round of faults runs whole even if longer\n"
         "  --workers N          contending processes (3)\n"
@@ -130,7 +130,7 @@ static unsigned kind_nodes(const char *kind)
 {
     if (strcmp(kind, "redis5") == 0)
         return 5;
-    if (strcmp(kind, "zk3") == 0)
+    if (strcmp(kind, "zk3") == 0 || strcmp(kind, "etcd3") == 0)
         return 3;
     return 1;
 }
@@ -289,14 +289,16 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     }
     if (o->m.server[0] != '\0') {
         static const char *const kinds[] = {"redis", "redis5", "zk", "zk3",
-                                            "pg", "mysql"};
+                                            "pg",    "mysql",  "etcd",
+                                            "etcd3"};
         bool known = false;
 
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
             known = known || strcmp(kinds[k], o->m.server) == 0;
         if (!known) {
             fprintf(stderr, "history run: --server: unknown kind '%s' "
-                            "(redis redis5 zk zk3 pg mysql)\n", o->m.server);
+                            "(redis redis5 zk zk3 pg mysql etcd "
+                            "etcd3)\n", o->m.server);
             return -1;
         }
         o->m.nodes = kind_nodes(o->m.server);
