@@ -19,7 +19,7 @@
 #   scripts/history.sh --no-docs              leave docs/history.md alone
 #   scripts/history.sh --parallel             the backends side by side, each
 #                                             with its own servers (10m runs:
-#                                             about 45 minutes instead of 2.5
+#                                             about 45 minutes instead of 3
 #                                             hours; the modes of one backend
 #                                             still run one after another)
 #   scripts/history.sh --build DIR            use DIR/tests/history/history
