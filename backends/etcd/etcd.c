@@ -4,16 +4,22 @@
  * the files divide the rest).
  *
  *   etcd://host[:port][,host[:port]...][/prefix]?lease=30s&timeout=5s
+ *   etcds://host[:port]...[/prefix]?cacert=FILE&cert=FILE&key=FILE&...
  *
  * Every host is a member of one cluster; requests go to the one that
  * answered last and move on when it does not. The path is a key prefix:
- * empty (the default) gives the keys `etcdctl lock NAME` uses.
+ * empty (the default) gives the keys `etcdctl lock NAME` uses. etcds://
+ * reaches the members over https, verified against cacert= (by default
+ * the system's CA bundle), with a client certificate when cert= and key=
+ * are given (etcd's --client-cert-auth).
  *
  * Divisions: the context; sessions; modes and the table.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "etcd.h"
 
@@ -27,6 +33,9 @@ static void etcd_ctx_close(void *ctx)
         return;
     for (size_t i = 0; i < x->nmembers; i++)
         free(x->members[i]);
+    free(x->cacert);
+    free(x->cert);
+    free(x->key);
     pthread_mutex_destroy(&x->mu);
     free(x->counts);
     free(x);
@@ -59,6 +68,54 @@ static int ctx_prefix(struct etcd_ctx *x, const struct dlock_uri *u,
     return DLOCK_OK;
 }
 
+/* The TLS parameters, and on etcds:// a copy of each file path after a
+ * check that it can be read: a path is the user's input, and libcurl
+ * would only say at the first connection that it cannot load "the
+ * certificate". A missing file is DLOCK_ENOENT (exit 66), one that exists
+ * but cannot be read, or an empty path, DLOCK_EINVAL (64). */
+static int ctx_tls(struct etcd_ctx *x, const struct dlock_uri *u, char *err,
+                   size_t errlen)
+{
+    static const char *const names[] = {"cacert", "cert", "key"};
+    char **dst[] = {&x->cacert, &x->cert, &x->key};
+    const char *v[3];
+
+    x->tls = strcmp(u->scheme, "etcds") == 0;
+    for (size_t i = 0; i < 3; i++) {
+        v[i] = dlock_uri_param(u, names[i]);
+        if (v[i] != NULL && !x->tls)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "%s: a TLS parameter, and etcd:// is plain "
+                                "http; use etcds:// for TLS",
+                                names[i]);
+    }
+    if ((v[1] == NULL) != (v[2] == NULL))
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "%s: missing; %s= is given without it, and a "
+                            "client certificate needs both (cert= the "
+                            "certificate, key= its private key)",
+                            v[1] == NULL ? "cert" : "key",
+                            v[1] == NULL ? "key" : "cert");
+    for (size_t i = 0; i < 3; i++) {
+        if (v[i] == NULL)
+            continue;
+        if (v[i][0] == '\0')
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "%s: expected a file path, got nothing",
+                                names[i]);
+        if (access(v[i], R_OK) != 0) {
+            int e = errno;
+            return dlock_errorf(
+                err, errlen,
+                e == ENOENT || e == ENOTDIR ? DLOCK_ENOENT : DLOCK_EINVAL,
+                "%s: cannot read '%.200s': %s", names[i], v[i], strerror(e));
+        }
+        if ((*dst[i] = strdup(v[i])) == NULL)
+            return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
+    }
+    return DLOCK_OK;
+}
+
 static int etcd_ctx_open(void **out, const struct dlock_uri *u,
                          const struct dlock_mode *mode, char *err,
                          size_t errlen)
@@ -76,8 +133,9 @@ static int etcd_ctx_open(void **out, const struct dlock_uri *u,
     if (u->nhosts == 0 || u->hosts[0].host[0] == '\0') {
         etcd_ctx_close(x);
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "host: etcd:// needs at least one member "
-                            "(etcd://host[:port][,host[:port]...])");
+                            "host: %s:// needs at least one member "
+                            "(%s://host[:port][,host[:port]...])",
+                            u->scheme, u->scheme);
     }
     if (u->nhosts > ETCD_MAX_MEMBERS) {
         etcd_ctx_close(x);
@@ -91,10 +149,15 @@ static int etcd_ctx_open(void **out, const struct dlock_uri *u,
                             "user: etcd's authentication is not supported "
                             "by this backend; give no user or password");
     }
+    if ((rc = ctx_tls(x, u, err, errlen)) != DLOCK_OK) {
+        etcd_ctx_close(x);
+        return rc;
+    }
     for (size_t i = 0; i < u->nhosts; i++) {
         const struct dlock_uri_host *h = &u->hosts[i];
         char url[300];
-        snprintf(url, sizeof url, "http://%s%s%s:%u", h->ipv6 ? "[" : "",
+        snprintf(url, sizeof url, "%s://%s%s%s:%u",
+                 x->tls ? "https" : "http", h->ipv6 ? "[" : "",
                  h->host, h->ipv6 ? "]" : "",
                  h->port != 0 ? h->port : 2379u);
         if ((x->members[i] = strdup(url)) == NULL) {
@@ -207,13 +270,18 @@ static const struct dlock_mode etcd_rwlock = {
 static const struct dlock_mode *const etcd_modes[] = {&etcd_mutex,
                                                       &etcd_rwlock, NULL};
 
+/* etcds:// is etcd:// over TLS; its files are refused on etcd:// in
+ * ctx_tls(), as core checks parameters per backend, not per scheme. */
+static const char *const etcd_aliases[] = {"etcds", NULL};
+static const char *const etcd_params[] = {"cacert", "cert", "key", NULL};
+
 const struct dlock_backend dlock__backend_etcd = {
     .version = DLOCK_BACKEND_VERSION,
     .scheme = "etcd",
-    .aliases = NULL,
-    .params = NULL,
+    .aliases = etcd_aliases,
+    .params = etcd_params,
     .summary = "etcd v3 through its JSON gateway: leases and etcd's own "
-               "mutex recipe",
+               "mutex recipe; etcds:// over TLS",
     .modes = etcd_modes,
     .global_init = etcd_global_init,
     .global_cleanup = etcd_global_cleanup,

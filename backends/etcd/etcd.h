@@ -3,6 +3,10 @@
  * as JSON over HTTP through the gateway every etcd 3.4 member serves on
  * its client port, with libcurl and json-c, so no gRPC is needed.
  *
+ * etcds:// is the same backend over TLS: https:// members, verified
+ * against cacert= (or the system's CA bundle), with an optional client
+ * certificate (cert=, key=) for etcd's --client-cert-auth.
+ *
  * The lock is etcd's own concurrency.Mutex recipe, so dlock, `etcdctl
  * lock NAME` and Go's concurrency.Mutex exclude each other: each contender
  * puts "<prefix><name>/<lease id in hex>" attached to its session's lease,
@@ -78,8 +82,11 @@
 /* Per client: the URI, read once. Read-only after ctx_open() except next,
  * the member to try first (any thread may move it on). */
 struct etcd_ctx {
-    char *members[ETCD_MAX_MEMBERS]; /* "http://host:port" */
+    char *members[ETCD_MAX_MEMBERS]; /* "http://host:port" (https: etcds) */
     size_t nmembers;
+    int tls; /* etcds://: https only, the peer verified */
+    /* etcds:// files, NULL when not given (cacert: the system's bundle). */
+    char *cacert, *cert, *key;
     unsigned next; /* atomic: index of the member that answered last */
     char prefix[ETCD_PREFIX_MAX + 1];
     size_t prefix_len;
@@ -165,7 +172,10 @@ long dlock__etcd_unb64(const char *text, char *out, size_t cap);
  * when no member answered, or one said the cluster cannot serve (no
  * leader, no quorum: gRPC codes 14 and 4); DLOCK_ERROR with the server's
  * message when it refused (*code then etcd's gRPC code, e.g. 5 for a
- * lease not found).
+ * lease not found). etcds:// adds DLOCK_EAUTH when the members refused
+ * the client certificate, and DLOCK_EINVAL when libcurl cannot use
+ * cacert=, cert= or key=; a member whose certificate does not verify is
+ * one that cannot be reached.
  */
 int dlock__etcd_post(struct etcd_session *es, const char *path,
                      int64_t deadline_ms, json_object **out, int *code);

@@ -132,8 +132,8 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose,
                                  struct curl_sockaddr *a);
 
 /* Set up handle c for one POST of body to url, bounded by ms. */
-static void set_common(CURL *c, const char *url, const struct etcd_buf *body,
-                       long ms)
+static void set_common(CURL *c, const struct etcd_ctx *x, const char *url,
+                       const struct etcd_buf *body, long ms)
 {
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -144,11 +144,25 @@ static void set_common(CURL *c, const char *url, const struct etcd_buf *body,
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms > 0 ? ms : 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms > 0 ? ms : 1L);
     /* etcd answers on loopback or a LAN: never through a proxy from the
-     * environment, and only the plain http of the URI. */
+     * environment, and only the scheme of the URI: http for etcd://,
+     * https for etcds://, so no redirect or typo falls back to plain. */
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, x->tls ? "https" : "http");
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    if (x->tls) {
+        /* Verification stays on (libcurl's default, said again): the peer's
+         * certificate must chain to cacert= (else the system's bundle) and
+         * name the host of the URI. */
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (x->cacert != NULL)
+            curl_easy_setopt(c, CURLOPT_CAINFO, x->cacert);
+        if (x->cert != NULL) {
+            curl_easy_setopt(c, CURLOPT_SSLCERT, x->cert);
+            curl_easy_setopt(c, CURLOPT_SSLKEY, x->key);
+        }
+    }
 }
 
 /* Descriptors curl opens are close-on-exec [B-EXEC-1]. */
@@ -227,15 +241,58 @@ static CURLcode run(struct etcd_session *es)
     return res;
 }
 
+/* How a transfer failed on TLS (etcds://), from libcurl's code and the
+ * words OpenSSL put in its error buffer. */
+enum etcd_tls_fail {
+    ETCD_TLS_NONE,       /* not TLS's doing, or not known to be */
+    ETCD_TLS_FILES,      /* cacert=, cert= or key= could not be used */
+    ETCD_TLS_UNVERIFIED, /* the member's certificate did not verify */
+    ETCD_TLS_DROPPED,    /* the connection ended before any answer, on
+                            a send or receive: see dlock__etcd_post() */
+    ETCD_TLS_REFUSED     /* the member refused the client certificate */
+};
+
+static enum etcd_tls_fail tls_fail(CURLcode cc, const char *why, size_t got)
+{
+    switch (cc) {
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CRL_BADFILE:
+        return ETCD_TLS_FILES;
+    case CURLE_PEER_FAILED_VERIFICATION:
+        return ETCD_TLS_UNVERIFIED;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_HTTP2:       /* the reset met in HTTP/2's framing */
+    case CURLE_GOT_NOTHING: /* closed after the request, no answer */
+        /* The server's alert, e.g. "tlsv13 alert certificate required"
+         * (no client certificate; with TLS 1.3 it comes after the
+         * handshake, on the first read) or "alert bad certificate". */
+        if (strstr(why, "alert") != NULL &&
+            (strstr(why, "certificate") != NULL ||
+             strstr(why, "unknown ca") != NULL))
+            return ETCD_TLS_REFUSED;
+        /* Or the alert lost to a write into the closed connection ("Broken
+         * pipe", "Connection reset by peer"): TLS 1.3 ends the handshake
+         * before the server looks at the client's certificate. */
+        return got == 0 && cc != CURLE_SSL_CONNECT_ERROR ? ETCD_TLS_DROPPED
+                                                         : ETCD_TLS_NONE;
+    default:
+        return ETCD_TLS_NONE;
+    }
+}
+
 int dlock__etcd_post(struct etcd_session *es, const char *path,
                      int64_t deadline_ms, json_object **out, int *code)
 {
     struct etcd_ctx *x = es->x;
-    char url[320], why[CURL_ERROR_SIZE] = "";
+    char url[320], why[CURL_ERROR_SIZE] = "", tls_why[CURL_ERROR_SIZE];
+    enum etcd_tls_fail tls = ETCD_TLS_NONE;
     unsigned first = __atomic_load_n(&x->next, __ATOMIC_RELAXED);
     json_object *msg;
     long status = 0;
-    int grpc;
+    int grpc, again = 0; /* again: ask this member on a new connection */
 
     *out = NULL;
     if (code != NULL)
@@ -243,20 +300,50 @@ int dlock__etcd_post(struct etcd_session *es, const char *path,
     for (size_t i = 0; i < x->nmembers; i++) {
         unsigned m = (first + (unsigned)i) % (unsigned)x->nmembers;
         long ms = request_ms(x, deadline_ms);
+        int fresh = again;
         CURLcode cc;
 
+        again = 0;
         if (ms == 0)
             break;
         snprintf(url, sizeof url, "%s%s", x->members[m], path);
-        set_common(es->curl, url, &es->body, ms);
+        set_common(es->curl, x, url, &es->body, ms);
+        if (fresh)
+            curl_easy_setopt(es->curl, CURLOPT_FRESH_CONNECT, 1L);
         es->resp.len = 0;
         curl_easy_setopt(es->curl, CURLOPT_WRITEFUNCTION, on_data);
         curl_easy_setopt(es->curl, CURLOPT_WRITEDATA, &es->resp);
         curl_easy_setopt(es->curl, CURLOPT_ERRORBUFFER, why);
         cc = run(es);
         if (cc != CURLE_OK) {
+            enum etcd_tls_fail f;
             if (why[0] == '\0')
                 snprintf(why, sizeof why, "%s", curl_easy_strerror(cc));
+            if (!x->tls)
+                continue; /* the next member */
+            f = tls_fail(cc, why, es->resp.len);
+            if (f == ETCD_TLS_FILES)
+                return dlock__etcd_fail(es, DLOCK_EINVAL,
+                                        "cacert/cert/key: libcurl cannot "
+                                        "use the files: %.180s",
+                                        why);
+            /* A member that takes the connection and then drops it
+             * unanswered refused the client certificate, or stopped in
+             * that instant (a stopped one refuses the next connection):
+             * ask once more on a new connection, and take it for a
+             * refusal only if it does that again. (i wraps to SIZE_MAX
+             * and back: the same member.) */
+            if (f == ETCD_TLS_DROPPED && !fresh) {
+                again = 1;
+                i--;
+                continue;
+            }
+            if (f == ETCD_TLS_DROPPED)
+                f = ETCD_TLS_REFUSED;
+            if (f > tls) { /* the likelier cause, kept for the message */
+                tls = f;
+                snprintf(tls_why, sizeof tls_why, "%s", why);
+            }
             continue; /* the next member */
         }
         curl_easy_getinfo(es->curl, CURLINFO_RESPONSE_CODE, &status);
@@ -286,6 +373,25 @@ int dlock__etcd_post(struct etcd_session *es, const char *path,
             *code = grpc;
         return dlock__etcd_fail(es, DLOCK_ERROR, "%s: %s", path, why);
     }
+    /* No member answered. A refused client certificate is refused
+     * credentials (exit 77); a member whose certificate does not verify
+     * cannot be reached safely, which is what ECONNECT says (69). */
+    if (tls == ETCD_TLS_REFUSED)
+        return dlock__etcd_fail(
+            es, DLOCK_EAUTH,
+            "%s: the member refused the client certificate (%s): %.120s",
+            path,
+            x->cert != NULL ? "is cert= signed by its --trusted-ca-file?"
+                            : "it wants one: give cert= and key=",
+            tls_why);
+    if (tls == ETCD_TLS_UNVERIFIED)
+        return dlock__etcd_fail(
+            es, DLOCK_ECONNECT,
+            "%s: certificate verification failed: the member's "
+            "certificate is not signed by %s%.60s or does not name its "
+            "host: %.100s",
+            path, x->cacert != NULL ? "cacert=" : "the system's CAs",
+            x->cacert != NULL ? x->cacert : "", tls_why);
     return dlock__etcd_fail(es, DLOCK_ECONNECT,
                             "%s: no member of %zu answered%s%s", path,
                             x->nmembers, why[0] ? ": " : "", why);
@@ -375,7 +481,7 @@ static CURLcode watch_run(struct etcd_session *es, struct watch_state *w,
             }
         }
         if (!done && !w->deleted && w->created && checking == 0) {
-            set_common(es->check, check_url, check_body, ms);
+            set_common(es->check, es->x, check_url, check_body, ms);
             es->check_resp.len = 0;
             curl_easy_setopt(es->check, CURLOPT_WRITEFUNCTION, on_data);
             curl_easy_setopt(es->check, CURLOPT_WRITEDATA, &es->check_resp);
@@ -424,7 +530,7 @@ int dlock__etcd_watch_delete(struct etcd_session *es, const char *key,
     }
     snprintf(url, sizeof url, "%s/v3/watch", x->members[m]);
     snprintf(check_url, sizeof check_url, "%s/v3/kv/range", x->members[m]);
-    set_common(es->curl, url, &es->body, ms);
+    set_common(es->curl, x, url, &es->body, ms);
     /* Connecting is bounded by the URI's timeout, the stream by the
      * deadline alone. */
     curl_easy_setopt(es->curl, CURLOPT_CONNECTTIMEOUT_MS,
