@@ -39,10 +39,11 @@ client_pkgs=(
 )
 # Servers for the tests (started by hand by tests/servers/with-servers.sh).
 # etcd-client's etcdctl is the other side of the etcd interop test
-# (etcdctl lock).
+# (etcdctl lock); openssl makes the certificates of the etcdtls test server
+# (etcds://) and curl, with its client certificate, is its readiness probe.
 server_pkgs=(
     redis-server redis-tools zookeeper postgresql mariadb-server
-    etcd-server etcd-client
+    etcd-server etcd-client openssl curl
 )
 # ZooKeeper/Curator interop test: a small Java program using Curator's
 # InterProcessMutex against the same lock path as dlock. Curator logs through

@@ -3,7 +3,7 @@
 #
 #   $DLOCK_TEST_SERVERCTL ACTION KIND [INDEX]
 #
-# KIND: redis redis5 zk zk3 pg mysql etcd etcd3; INDEX is 1-based
+# KIND: redis redis5 zk zk3 pg mysql etcd etcd3 etcdtls; INDEX is 1-based
 # (redis5: 1-5, zk3 and etcd3: 1-3), default 1. Uses DLOCK_TEST_RUN_DIR.
 #
 # ACTION:
@@ -13,7 +13,7 @@
 #   kill         SIGKILL the server and its helper processes (a crash)
 #   start        start again with the same port, data and command line, and
 #                wait until it answers (zk3: until it serves as leader or
-#                follower; etcd/etcd3: until a linearizable read through it
+#                follower; etcd/etcd3/etcdtls: until a linearizable read through it
 #                succeeds; both need a quorum); no-op if already running.
 #                An etcd3 member rejoins its cluster from its data dir.
 #   start-nowait start, do not wait for it to answer

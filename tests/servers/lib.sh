@@ -1,14 +1,15 @@
 # shellcheck shell=bash
 # Shared functions for with-servers.sh and ctl.sh: start, probe and stop
 # private Redis / ZooKeeper / PostgreSQL / MariaDB / etcd servers for dlock's
-# tests.
+# tests (etcdtls: one etcd member serving its clients over TLS only).
 # Sourced, not executed. Every name here starts with dlt_ / DLT_.
 #
 # Run dir layout (DLOCK_TEST_RUN_DIR, mode 0755 so the postgres and mysql
 # users can traverse it):
 #
 #   KIND-INDEX/        one per server process: redis-1, redis5-1..5, zk-1,
-#                      zk3-1..3, pg-1, mysql-1, etcd-1, etcd3-1..3
+#                      zk3-1..3, pg-1, mysql-1, etcd-1, etcd3-1..3,
+#                      etcdtls-1
 #     port             the client port
 #     ports            every port the node binds (client first, then ZK's
 #                      quorum and election ports or etcd's peer port); read
@@ -19,6 +20,8 @@
 #                      recycled PID is never mistaken for the server)
 #     log              stdout+stderr of every start, appended
 #     data/            the server's data (pg/mysql/zk/redis/etcd)
+#     tls/             etcdtls: ca.pem, server.pem/.key, client.pem/.key
+#                      (made at the first start by dlt_etcdtls_certs)
 #
 # Why processes are identified the way they are:
 #  * PID 1 on these machines reaps orphans only every ~2 s, and servers are
@@ -69,6 +72,15 @@
 #    once that goes wrong, see dlt_stop_signal.
 #  * There is no fsync switch in 3.4 (--unsafe-no-fsync came in 3.5); etcd
 #    makes the data dir 0700 itself.
+#  * etcdtls: --cert-file/--key-file on https client URLs with
+#    --client-cert-auth --trusted-ca-file: a client without a certificate
+#    the CA signed is refused in the TLS handshake. In 3.4 the JSON gateway
+#    reaches the member's own gRPC server through a TLS connection that
+#    presents the server certificate as a client certificate, so that
+#    certificate needs extendedKeyUsage clientAuth as well as serverAuth
+#    (without it every gateway request fails with "bad certificate").
+#    Peer URLs stay http. The readiness probe is curl with the client
+#    certificate (bash /dev/tcp speaks no TLS).
 
 # Passwords: URI-safe on purpose (no percent-encoding needed) but real, with
 # password authentication on, so tests can check the library never leaks them.
@@ -82,7 +94,7 @@ DLT_STOP_TIMEOUT=10
 DLT_PORT_MIN=${DLOCK_TEST_PORT_MIN:-20000}
 DLT_PORT_MAX=${DLOCK_TEST_PORT_MAX:-32767}
 
-DLT_ALL_KINDS="redis redis5 zk zk3 pg mysql etcd etcd3"
+DLT_ALL_KINDS="redis redis5 zk zk3 pg mysql etcd etcd3 etcdtls"
 
 dlt_err() { printf '%s: %s\n' "${DLT_PROG:-dlock-test}" "$*" >&2; }
 dlt_log() { [[ ${DLOCK_TEST_VERBOSE:-0} == 0 ]] || dlt_err "$@"; }
@@ -121,6 +133,7 @@ dlt_kind_var() { # KIND -> the variable that says "this kind is running"
         mysql) echo DLOCK_TEST_MYSQL_URI ;;
         etcd) echo DLOCK_TEST_ETCD_URI ;;
         etcd3) echo DLOCK_TEST_ETCD3_URI ;;
+        etcdtls) echo DLOCK_TEST_ETCDTLS_URI ;;
     esac
 }
 
@@ -209,6 +222,12 @@ dlt_kind_missing() {
             ;;
         etcd | etcd3)
             dlt_find_bin etcd >/dev/null || echo etcd
+            ;;
+        etcdtls)
+            local b
+            for b in etcd openssl curl; do
+                dlt_find_bin "$b" >/dev/null || echo "$b"
+            done
             ;;
     esac
 }
@@ -387,13 +406,25 @@ dlt_probe_etcd() { # PORT
     ) 2>/dev/null
 }
 
-dlt_probe() { # KIND PORT
+# etcdtls: the same range over https with the client certificate of NODE's
+# tls/, through the curl program, bounded (2 s).
+dlt_probe_etcdtls() { # PORT NODE
+    local t=$2/tls out
+    out=$(curl -sS --noproxy '*' --connect-timeout 2 -m 2 \
+        --cacert "$t/ca.pem" --cert "$t/client.pem" --key "$t/client.key" \
+        -X POST -d '{"key":"ZGxvY2stcHJvYmU="}' \
+        "https://127.0.0.1:$1/v3/kv/range" 2>/dev/null) || return 1
+    [[ $out == *'"header":'* ]]
+}
+
+dlt_probe() { # KIND PORT [NODE]
     case $1 in
         redis | redis5) dlt_probe_redis "$2" ;;
         zk | zk3) dlt_probe_zk "$2" ;;
         pg) dlt_probe_pg "$2" ;;
         mysql) dlt_probe_mysql "$2" ;;
         etcd | etcd3) dlt_probe_etcd "$2" ;;
+        etcdtls) dlt_probe_etcdtls "$2" "$3" ;;
     esac
 }
 
@@ -482,7 +513,7 @@ dlt_wait_node() { # NODE [TIMEOUT]
         # Probe only once our process listens on the port: whatever else
         # answers there (a concurrent run that got the port first) is not
         # ours, and may keep a probe waiting.
-        if dlt_owns_port "$pid" "$port" && dlt_probe "$kind" "$port"; then
+        if dlt_owns_port "$pid" "$port" && dlt_probe "$kind" "$port" "$node"; then
             return 0
         fi
         ((SECONDS < deadline)) || return 1
@@ -773,8 +804,15 @@ dlt_mysql_setup() { # NODE
 # the node dir names.
 dlt_prepare_etcd() { # NODE MYID TOKEN MEMBER...
     local node=$1 myid=$2 token=$3 kind m id cp pp port='' peer='' cluster=''
+    local client=http
+    local -a tls=()
     shift 3
     kind=$(dlt_node_kind "$node")
+    if [[ $kind == etcdtls ]]; then
+        client=https
+        tls=(--cert-file "$node/tls/server.pem" --key-file "$node/tls/server.key"
+            --trusted-ca-file "$node/tls/ca.pem" --client-cert-auth)
+    fi
     for m in "$@"; do
         IFS=: read -r id cp pp <<<"$m"
         cluster+="${cluster:+,}$kind-$id=http://127.0.0.1:$pp"
@@ -789,14 +827,61 @@ dlt_prepare_etcd() { # NODE MYID TOKEN MEMBER...
     # hang on a default.
     dlt_write_cmd "$node" "$(dlt_find_bin etcd)" \
         --name "$kind-$myid" --data-dir "$node/data" \
-        --listen-client-urls "http://127.0.0.1:$port" \
-        --advertise-client-urls "http://127.0.0.1:$port" \
+        --listen-client-urls "$client://127.0.0.1:$port" \
+        --advertise-client-urls "$client://127.0.0.1:$port" "${tls[@]}" \
         --listen-peer-urls "http://127.0.0.1:$peer" \
         --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
         --initial-cluster "$cluster" --initial-cluster-state new \
         --initial-cluster-token "$token" \
         --heartbeat-interval 100 --election-timeout 1000 \
         --logger zap --log-outputs stderr
+}
+
+# etcdtls: a CA, a server certificate for 127.0.0.1 (IP SAN; serverAuth and
+# clientAuth, see the notes on etcd above) and a client certificate, in
+# NODE/tls, made once (EC P-256: fast to make, and what etcd's Go TLS
+# likes). Valid a week: longer than any test run.
+dlt_etcdtls_certs() { # NODE
+    local t=$1/tls name ext
+    mkdir -p "$t"
+    (
+        set -e
+        cd "$t"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+            -nodes -keyout ca.key -out ca.pem -days 7 \
+            -subj /CN=dlock-test-ca
+        for name in server client; do
+            if [[ $name == server ]]; then
+                ext='subjectAltName=IP:127.0.0.1
+extendedKeyUsage=serverAuth,clientAuth'
+            else
+                ext='extendedKeyUsage=clientAuth'
+            fi
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                -keyout "$name.key" -out "$name.csr" -subj "/CN=dlock-$name"
+            printf '%s\n' "$ext" >"$name.ext"
+            openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca.key \
+                -CAcreateserial -days 7 -extfile "$name.ext" -out "$name.pem"
+        done
+    ) >>"$1/log" 2>&1 || {
+        dlt_err "etcdtls: making the certificates with openssl failed"
+        dlt_log_tail "$1"
+        return 1
+    }
+}
+
+# PATH percent-encoded for a URI's query (mktemp's names need none; a
+# TMPDIR may).
+dlt_uri_encode() { # PATH
+    local LC_ALL=C s=$1 out='' c i
+    for ((i = 0; i < ${#s}; i++)); do
+        c=${s:i:1}
+        case $c in
+            [A-Za-z0-9._~/-]) out+=$c ;;
+            *) printf -v c '%%%02X' "'$c"; out+=$c ;;
+        esac
+    done
+    printf '%s' "$out"
 }
 
 # ------------------------------------------------- start a kind (all nodes)
@@ -842,7 +927,7 @@ dlt_configure() { # KIND NODE...
                 dlt_prepare_zk "$node" "$i" "$cp" "${DLT_MEMBERS[@]}"
             done
             ;;
-        etcd | etcd3)
+        etcd | etcd3 | etcdtls)
             # Client and peer port each. A token per attempt: members left
             # from an earlier attempt cannot join this one.
             local token
@@ -883,6 +968,7 @@ dlt_start_kind() { # KIND
     case $kind in
         pg) dlt_pg_initdb "${nodes[0]}" || return 1 ;;
         mysql) dlt_mysql_install_db "${nodes[0]}" || return 1 ;;
+        etcdtls) dlt_etcdtls_certs "${nodes[0]}" || return 1 ;;
     esac
 
     pending=("${nodes[@]}")
@@ -963,6 +1049,16 @@ dlt_export_kind() { # KIND RUN
             local up=${kind^^}
             export "DLOCK_TEST_${up}_URI=etcd://$hosts"
             export "DLOCK_TEST_${up}_ENDPOINTS=$(dlt_kind_hosts "$kind" "$run" http://)"
+            ;;
+        etcdtls)
+            # etcds:// with the files the member trusts; the dir for tests
+            # that need the pieces (another CA, no client certificate).
+            local t
+            t=$(cd "$run/etcdtls-1/tls" && pwd -P)
+            export DLOCK_TEST_ETCDTLS_DIR=$t
+            t=$(dlt_uri_encode "$t")
+            export DLOCK_TEST_ETCDTLS_URI="etcds://$hosts?cacert=$t/ca.pem&cert=$t/client.pem&key=$t/client.key"
+            export DLOCK_TEST_ETCDTLS_ENDPOINTS="https://$hosts"
             ;;
         pg)
             local p

@@ -15,6 +15,9 @@
 #                                              DLOCK_TEST_ETCD_ENDPOINTS=http://127.0.0.1:P (etcdctl --endpoints)
 #       etcd3   three-member etcd cluster   -> DLOCK_TEST_ETCD3_URI=etcd://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
 #                                              DLOCK_TEST_ETCD3_ENDPOINTS=http://127.0.0.1:P1,...
+#       etcdtls one etcd member over TLS    -> DLOCK_TEST_ETCDTLS_URI=etcds://127.0.0.1:P?cacert=F&cert=F&key=F
+#               (client certificates        DLOCK_TEST_ETCDTLS_DIR (ca.pem, client.pem, client.key, ...)
+#               required)                   DLOCK_TEST_ETCDTLS_ENDPOINTS=https://127.0.0.1:P
 # Always: DLOCK_TEST_RUN_DIR (the run dir) and DLOCK_TEST_SERVERCTL (ctl.sh).
 #
 # Servers listen on 127.0.0.1 only, on free ports picked per run, so many
