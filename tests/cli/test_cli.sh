@@ -574,7 +574,7 @@ fi
 # The URI with a wrong password (or, where it has none, a user and password
 # the server does not know): the server's refusal, named, and exit 77.
 case $scheme in
-file | zk | zookeeper | etcd) badpw= ;; # no login to refuse (zk:// and etcd:// take no userinfo)
+file | zk | zookeeper | etcd | etcds) badpw= ;; # no login to refuse (zk://, etcd:// and etcds:// take no userinfo)
 *)
     if [[ "$uri" == *://*:*@* ]]; then
         badpw=$(printf '%s' "$uri" | sed -E 's#^([a-z]+://[^:/@]*):[^@]*@#\1:wrong-pw@#')
@@ -652,7 +652,8 @@ expect_status "info connects" 0 $?
 # An alias scheme (redlock://, postgresql://...) is served by its backend.
 base_scheme=$scheme
 case $scheme in postgresql) base_scheme=postgres ;; zookeeper) base_scheme=zk ;;
-mariadb) base_scheme=mysql ;; redlock) base_scheme=redis ;; esac
+mariadb) base_scheme=mysql ;; redlock) base_scheme=redis ;;
+etcds) base_scheme=etcd ;; esac
 grep -q "backend:  $base_scheme" "$work/info" && ok "info names the backend" ||
     not_ok "info backend: $(cat "$work/info")"
 grep -q fencing "$work/info" && ok "info lists capabilities" || not_ok "info caps"
