@@ -33,6 +33,9 @@ check "info's options" --json info --j
 check "bench's --from-json" --from-json bench --fro
 check "URI schemes of this build" redis:// exec --uri re
 check "URI schemes: redlock" redlock:// exec --uri redl
+if "$DLOCK" info 2>/dev/null | grep -q '^backends:.* etcd'; then
+    check "URI schemes: etcds, etcd over TLS" etcds:// exec --uri etcds
+fi
 check "after exec NAME --: a command" bash exec job -- bas
 got=$(complete_words exec --zzz)
 n=$((n + 1))

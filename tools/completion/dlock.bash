@@ -22,7 +22,8 @@ _dlock() {
     case $prev in
     --uri)
         COMPREPLY=($(compgen -W "$("$prog" info 2>/dev/null |
-            sed -n 's/^backends: //p' | sed 's#\([a-z0-9]*\)#\1://#g') redlock://" \
+            sed -n 's/^backends: //p' |
+            sed 's#\([a-z0-9]*\)#\1://#g; s#etcd://#& etcds://#') redlock://" \
             -- "$cur"))
         compopt -o nospace 2>/dev/null
         return ;;
