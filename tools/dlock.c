@@ -24,13 +24,15 @@ static const struct {
     {"1", "", "busy or timed out (exec -E N: N); inspect: held"},
     {"64", "EX_USAGE", "bad option, duration or URI"},
     {"65", "EX_DATAERR", "bench --from-json: the file is no bench JSON"},
-    {"66", "EX_NOINPUT", "the lock directory (file://) does not exist; "
-                         "bench --from-json: the file cannot be read"},
+    {"66", "EX_NOINPUT", "the lock directory (file://) or a certificate "
+                         "file (etcds://) does not exist; bench "
+                         "--from-json: the file cannot be read"},
     {"69", "EX_UNAVAILABLE", "the lock service cannot be reached"},
     {"70", "EX_SOFTWARE", "another failure (exec: the guard died)"},
     {"73", "EX_CANTCREAT", "no permission to create or open the lock"},
     {"75", "EX_TEMPFAIL", "the lock was lost while COMMAND ran"},
-    {"77", "EX_NOPERM", "the server refused the user or password"},
+    {"77", "EX_NOPERM", "the server refused the user or password, or the "
+                        "client certificate (etcds://)"},
     {"126", "", "exec: COMMAND cannot be run"},
     {"127", "", "exec: COMMAND not found"},
 };
