@@ -64,7 +64,8 @@ static void usage(void)
     fputs(
         "usage: history run --uri URI [options]\n"
         "  --server KIND        with-servers.sh kind of the URI's server\n"
-        "                       (redis redis5 zk zk3 pg mysql etcd etcd3);\n"
+        "                       (redis redis5 zk zk3 pg mysql etcd etcd3\n"
+        "                       etcdtls);\n"
         "                       none: only process faults apply\n"
         "  --duration D         how long workers contend (20s); the first\n"
         "                       round of faults runs whole even if longer\n"
@@ -288,9 +289,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             i++;
     }
     if (o->m.server[0] != '\0') {
-        static const char *const kinds[] = {"redis", "redis5", "zk", "zk3",
-                                            "pg",    "mysql",  "etcd",
-                                            "etcd3"};
+        static const char *const kinds[] = {"redis", "redis5", "zk",
+                                            "zk3",   "pg",     "mysql",
+                                            "etcd",  "etcd3",  "etcdtls"};
         bool known = false;
 
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
@@ -298,7 +299,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         if (!known) {
             fprintf(stderr, "history run: --server: unknown kind '%s' "
                             "(redis redis5 zk zk3 pg mysql etcd "
-                            "etcd3)\n", o->m.server);
+                            "etcd3 etcdtls)\n", o->m.server);
             return -1;
         }
         o->m.nodes = kind_nodes(o->m.server);
