@@ -22,7 +22,8 @@
  *
  * Files:
  *   etcd.c    the table, the URI read into a context, sessions
- *   keys.c    lock names in keys; how many grants each lease carries
+ *   keys.c    lock names in keys; how many grants each lease carries;
+ *             abandoned leases
  *   http.c    POST of a JSON body to one of the members, failover, the
  *             watch stream, base64 of keys (nettle)
  *   lease.c   the session's lease: grant, keepalive, renewals of grants

@@ -1,7 +1,8 @@
 /*
- * keys.c: the bottom of the etcd backend: lock names in keys, and how many
+ * keys.c: the bottom of the etcd backend: lock names in keys, how many
  * grants each lease carries (which tells a contender about to wait whether
- * its session's lease is its own, recipe.c).
+ * its session's lease is its own, recipe.c), and the leases abandoned
+ * after a release failed (lease.c takes no more keys on them).
  */
 #include <pthread.h>
 #include <stdio.h>
