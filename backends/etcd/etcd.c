@@ -195,6 +195,7 @@ static int etcd_global_init(void)
 
 static void etcd_global_cleanup(void)
 {
+    dlock__etcd_multi_pool_free();
     curl_global_cleanup();
 }
 
@@ -209,7 +210,7 @@ static void etcd_close(struct dlock_session *s)
     if (es->check != NULL)
         curl_easy_cleanup(es->check);
     if (es->multi != NULL)
-        curl_multi_cleanup(es->multi);
+        dlock__etcd_multi_put(es->multi);
     dlock__etcd_buf_free(&es->check_resp);
     dlock__etcd_buf_free(&es->body);
     dlock__etcd_buf_free(&es->resp);
@@ -226,7 +227,7 @@ static int etcd_open(struct dlock_session **out, const struct dlock_uri *u,
     *out = NULL;
     if (es == NULL || (es->curl = curl_easy_init()) == NULL ||
         (es->check = curl_easy_init()) == NULL ||
-        (es->multi = dlock__etcd_multi_new()) == NULL) {
+        (es->multi = dlock__etcd_multi_get()) == NULL) {
         if (es != NULL)
             etcd_close(&es->base);
         return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");

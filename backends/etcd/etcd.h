@@ -153,8 +153,12 @@ int dlock__etcd_lease_abandoned(struct etcd_ctx *x, int64_t lease);
 
 int dlock__etcd_fail(struct etcd_session *es, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* A multi handle whose own descriptors are close-on-exec. */
-CURLM *dlock__etcd_multi_new(void);
+/* A multi handle whose own descriptors are close-on-exec, from the
+ * process's pool (made when it is empty); give it back with _put(). The
+ * pool is freed by the backend's global_cleanup. */
+CURLM *dlock__etcd_multi_get(void);
+void dlock__etcd_multi_put(CURLM *m);
+void dlock__etcd_multi_pool_free(void);
 
 void dlock__etcd_buf_free(struct etcd_buf *b);
 /* Append text; 0, or -1 when out of memory (the buffer is kept). */

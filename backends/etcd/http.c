@@ -12,6 +12,7 @@
  * Divisions: buffers and base64; one request; the watch; JSON readers.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <nettle/base64.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "etcd.h"
 
@@ -174,46 +176,95 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose,
     return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
-/* The descriptors open now, as bits (the first ETCD_FD_BITS). */
-#define ETCD_FD_BITS 4096
-static void fd_bits(unsigned char *bits)
+/* The inode of each descriptor open now (0: closed), for the first
+ * ETCD_FD_MAX: a descriptor number closed and reused meanwhile by another
+ * thread shows as a new inode, where a bare list of numbers would hide
+ * it. */
+#define ETCD_FD_MAX 4096
+static void fd_inodes(uint64_t *ino)
 {
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
+    struct stat st;
 
-    memset(bits, 0, ETCD_FD_BITS / 8);
+    memset(ino, 0, ETCD_FD_MAX * sizeof *ino);
     if (d == NULL)
         return;
     while ((e = readdir(d)) != NULL) {
         long fd = strtol(e->d_name, NULL, 10);
-        if (e->d_name[0] != '.' && fd >= 0 && fd < ETCD_FD_BITS &&
-            fd != dirfd(d))
-            bits[fd / 8] |= (unsigned char)(1u << (fd % 8));
+        if (e->d_name[0] != '.' && fd >= 0 && fd < ETCD_FD_MAX &&
+            fd != dirfd(d) && fstat((int)fd, &st) == 0)
+            ino[fd] = (uint64_t)st.st_ino + 1;
     }
     closedir(d);
 }
 
-CURLM *dlock__etcd_multi_new(void)
+static CURLM *multi_new(void)
 {
-    unsigned char before[ETCD_FD_BITS / 8], after[ETCD_FD_BITS / 8];
+    uint64_t *before = calloc(2 * ETCD_FD_MAX, sizeof *before);
+    uint64_t *after = before != NULL ? before + ETCD_FD_MAX : NULL;
     CURLM *m;
 
     /* libcurl 7.88 opens a multi handle's wake-up socket pair without
-     * SOCK_CLOEXEC; find it by the descriptors curl_multi_init() added
-     * and mark them [B-EXEC-1] (another thread's socket opened in that
-     * instant would only be marked too). */
-    fd_bits(before);
+     * SOCK_CLOEXEC; find it among the sockets curl_multi_init() added and
+     * mark them [B-EXEC-1] (another thread's socket opened in that
+     * instant would only be marked too). A child forked by another thread
+     * between the two still gets them: the pool keeps that to the first
+     * sessions of a process. */
+    if (before == NULL)
+        return NULL; /* the caller says: out of memory */
+    fd_inodes(before);
     m = curl_multi_init();
-    fd_bits(after);
-    for (int fd = 0; m != NULL && fd < ETCD_FD_BITS; fd++) {
+    fd_inodes(after);
+    for (int fd = 0; m != NULL && fd < ETCD_FD_MAX; fd++) {
         int domain = 0;
         socklen_t len = sizeof domain;
-        if ((after[fd / 8] & ~before[fd / 8]) & (1u << (fd % 8)) &&
+        if (after[fd] != 0 && after[fd] != before[fd] &&
             getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
             domain == AF_UNIX)
             dlock_fd_cloexec(fd);
     }
+    free(before);
     return m;
+}
+
+/* Multi handles outlive sessions: a session takes one from this pool and
+ * gives it back, so the wake-up pairs are made (and marked) only while
+ * the pool grows, not at every session a client opens. */
+#define ETCD_POOL_MAX 64
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static CURLM *pool[ETCD_POOL_MAX];
+static size_t npool;
+
+CURLM *dlock__etcd_multi_get(void)
+{
+    CURLM *m = NULL;
+
+    pthread_mutex_lock(&pool_mu);
+    if (npool > 0)
+        m = pool[--npool];
+    pthread_mutex_unlock(&pool_mu);
+    return m != NULL ? m : multi_new();
+}
+
+void dlock__etcd_multi_put(CURLM *m)
+{
+    pthread_mutex_lock(&pool_mu);
+    if (npool < ETCD_POOL_MAX) {
+        pool[npool++] = m;
+        m = NULL;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    if (m != NULL)
+        curl_multi_cleanup(m);
+}
+
+void dlock__etcd_multi_pool_free(void)
+{
+    pthread_mutex_lock(&pool_mu);
+    while (npool > 0)
+        curl_multi_cleanup(pool[--npool]);
+    pthread_mutex_unlock(&pool_mu);
 }
 
 /* Run the session's easy handle to its end through its multi handle
