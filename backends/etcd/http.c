@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "etcd.h"
 
@@ -176,28 +176,37 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose,
     return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
-/* The inode of each descriptor open now (0: closed), for the first
- * ETCD_FD_MAX: a descriptor number closed and reused meanwhile by another
- * thread shows as a new inode, where a bare list of numbers would hide
- * it. */
+/* The inode of each socket open now (0: none), for the first ETCD_FD_MAX
+ * descriptors: a number closed and reused meanwhile by another thread
+ * shows as a new inode, where a bare list of numbers would hide it. Read
+ * from /proc's links, without touching the descriptors of other threads. */
 #define ETCD_FD_MAX 4096
-static void fd_inodes(uint64_t *ino)
+static void socket_inodes(uint64_t *ino)
 {
     DIR *d = opendir("/proc/self/fd");
+    char path[64], link[64];
     struct dirent *e;
-    struct stat st;
 
     memset(ino, 0, ETCD_FD_MAX * sizeof *ino);
     if (d == NULL)
         return;
     while ((e = readdir(d)) != NULL) {
         long fd = strtol(e->d_name, NULL, 10);
-        if (e->d_name[0] != '.' && fd >= 0 && fd < ETCD_FD_MAX &&
-            fd != dirfd(d) && fstat((int)fd, &st) == 0)
-            ino[fd] = (uint64_t)st.st_ino + 1;
+        ssize_t n;
+        if (e->d_name[0] == '.' || fd < 0 || fd >= ETCD_FD_MAX)
+            continue;
+        snprintf(path, sizeof path, "/proc/self/fd/%ld", fd);
+        n = readlink(path, link, sizeof link - 1);
+        if (n > 8 && memcmp(link, "socket:[", 8) == 0) {
+            link[n] = '\0';
+            ino[fd] = strtoull(link + 8, NULL, 10) + 1;
+        }
     }
     closedir(d);
 }
+
+/* One multi handle made at a time, so the sockets that appear are its. */
+static pthread_mutex_t new_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static CURLM *multi_new(void)
 {
@@ -213,17 +222,14 @@ static CURLM *multi_new(void)
      * sessions of a process. */
     if (before == NULL)
         return NULL; /* the caller says: out of memory */
-    fd_inodes(before);
+    pthread_mutex_lock(&new_mu);
+    socket_inodes(before);
     m = curl_multi_init();
-    fd_inodes(after);
-    for (int fd = 0; m != NULL && fd < ETCD_FD_MAX; fd++) {
-        int domain = 0;
-        socklen_t len = sizeof domain;
-        if (after[fd] != 0 && after[fd] != before[fd] &&
-            getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
-            domain == AF_UNIX)
+    socket_inodes(after);
+    for (int fd = 0; m != NULL && fd < ETCD_FD_MAX; fd++)
+        if (after[fd] != 0 && after[fd] != before[fd])
             dlock_fd_cloexec(fd);
-    }
+    pthread_mutex_unlock(&new_mu);
     free(before);
     return m;
 }
