@@ -1,0 +1,551 @@
+"""dlock._client: Client and Lock over the C library (dlock/dlock.h).
+
+Divisions: helpers; callbacks from C; Client; Lock; interruptible waits.
+
+Threads: as in C, a Client is shared by any number of threads and a Lock
+is used by one thread at a time. Every C call releases the GIL (cffi does
+that for each call), so a thread blocked in acquire() never stops others.
+"""
+import logging
+import os
+import threading
+import time
+import traceback
+import weakref
+
+from ._dlock import ffi, lib
+from ._errors import ForkedError, error_for, _text
+
+HAS_CANCEL = hasattr(lib, 'dlock_acquire_cancellable')
+HAS_ASYNC = hasattr(lib, 'dlock_acquire_async')
+HAS_QUEUE = hasattr(lib, 'DLOCK_CLIENT_QUEUE_CALLBACKS')
+
+_LOG_LEVELS = {lib.DLOCK_LOG_ERROR: logging.ERROR,
+               lib.DLOCK_LOG_WARN: logging.WARNING,
+               lib.DLOCK_LOG_INFO: logging.INFO,
+               lib.DLOCK_LOG_DEBUG: logging.DEBUG}
+
+# ---- helpers -----------------------------------------------------------------
+
+
+def _bytes(value, what):
+    if isinstance(value, str):
+        value = value.encode('utf-8')
+    if not isinstance(value, bytes):
+        raise TypeError('%s: expected str or bytes, got %s'
+                        % (what, type(value).__name__))
+    if b'\0' in value:
+        raise ValueError('%s: contains a NUL byte' % what)
+    return value
+
+
+def parse_duration(value, what='duration'):
+    """Milliseconds of seconds (int or float) or of dlock's text ("250ms")."""
+    if isinstance(value, bool):
+        raise TypeError('%s: expected seconds or a duration like "5s"' % what)
+    if isinstance(value, (int, float)):
+        if not value >= 0 or value * 1000 >= lib.DLOCK_WAIT_FOREVER:
+            raise ValueError('%s: expected 0 to 49 days of seconds, got %r'
+                             % (what, value))
+        return int(round(value * 1000))
+    out = ffi.new('uint32_t *')
+    if lib.dlock_parse_duration(_bytes(value, what), out) != 0:
+        raise ValueError('%s: expected seconds or a duration like 250ms, '
+                         '5s, 1.5s, 2m, 1h; got %r' % (what, value))
+    return out[0]
+
+
+def _caps(bits):
+    names = []
+    bit = 1
+    while bit <= bits:
+        if bits & bit:
+            name = lib.dlock_cap_name(bit)
+            names.append(_text(name) if name != ffi.NULL else hex(bit))
+        bit <<= 1
+    return names
+
+
+# ---- callbacks from C --------------------------------------------------------
+#
+# They run with the GIL taken by cffi, on the watchdog's thread (on_lost,
+# log) or a pool thread (async done), or inside Client.dispatch() when the
+# client queues callbacks. Each is short and never lets an exception
+# escape into C: a failing user callback is printed, as threading does.
+
+def _report(what):
+    try:
+        print('dlock: exception in %s callback:' % what)
+        traceback.print_exc()
+    except Exception:  # stderr closed at exit: nothing left to do
+        pass
+
+
+@ffi.def_extern()
+def _dlock_py_on_lost(lk, code, why, payload):
+    try:
+        ffi.from_handle(payload).fire(code, _text(why))
+    except Exception:
+        _report('on_lost')
+
+
+@ffi.def_extern()
+def _dlock_py_log(level, msg, payload):
+    try:
+        ffi.from_handle(payload)(level, _text(msg))
+    except Exception:
+        _report('log')
+
+
+class _LostState:
+    """What on_lost reaches: the event, the user's callback, the Lock.
+
+    Kept apart from the Lock (which holds it, with weak reference back)
+    so that the handle given to C makes no reference cycle.
+    """
+
+    def __init__(self, lock, callback):
+        self.lock = weakref.ref(lock)
+        self.callback = callback
+        self.event = threading.Event()
+        self.code = None
+        self.why = None
+
+    def fire(self, code, why):
+        self.code, self.why = code, why
+        self.event.set()
+        lock = self.lock()
+        if self.callback is not None and lock is not None:
+            self.callback(lock, code, why)
+
+
+# Clients still open, closed at exit before Python's finalisation starts, so
+# no watchdog thread calls into a finalising interpreter.
+_open_clients = weakref.WeakSet()
+
+
+def _close_all():
+    for c in list(_open_clients):
+        c.close()
+
+
+import atexit  # noqa: E402  (next to what it registers)
+atexit.register(_close_all)
+
+
+# ---- Client ------------------------------------------------------------------
+
+def _client_close(ptr, pid):
+    # A forked child must not close its parent's client: that would release
+    # the parent's locks over the connections they share.
+    if ptr[0] != ffi.NULL and os.getpid() == pid:
+        lib.dlock_client_close(ptr[0])
+    ptr[0] = ffi.NULL
+
+
+class Client:
+    """A connection to one lock service, named by a URI.
+
+    Client(uri=None, *, log=None, log_level=None, queue_callbacks=False)
+
+    uri: as for dlock_client_open(): "file:///run/locks",
+    "redis://host:6379?lease=10s", "zk://h1,h2,h3", "postgres://...";
+    None or "": $DLOCK_URI, else the build's default.
+    log: a logging.Logger, or a callable(level, message) with dlock's
+    levels (dlock.LOG_ERROR ... dlock.LOG_DEBUG); called from dlock's
+    threads. log_level: the most verbose dlock level passed (default WARN).
+    queue_callbacks: run every callback (on_lost, async completions) from
+    dispatch() instead of dlock's threads; asyncio sets this up by itself
+    (needs a library with DLOCK_CLIENT_QUEUE_CALLBACKS).
+
+    A context manager: close() at the end releases every lock still held
+    through this client. Not usable in a forked child (ForkedError).
+    """
+
+    def __init__(self, uri=None, *, log=None, log_level=None,
+                 queue_callbacks=False):
+        self._pid = os.getpid()
+        self._ptr = ffi.new('dlock_client **')
+        self._finalizer = weakref.finalize(self, _client_close, self._ptr,
+                                           self._pid)
+        opts = ffi.new('dlock_client_options *')
+        opts.version = lib.DLOCK_CLIENT_OPTIONS_VERSION
+        opts.log_level = lib.DLOCK_LOG_WARN if log_level is None else log_level
+        self._log_handle = None
+        if log is not None:
+            if isinstance(log, logging.Logger):
+                logger = log
+                log = lambda level, msg: logger.log(  # noqa: E731
+                    _LOG_LEVELS.get(level, logging.DEBUG), '%s', msg)
+            if not callable(log):
+                raise TypeError('log: expected a logging.Logger or a '
+                                'callable(level, message)')
+            self._log_handle = ffi.new_handle(log)
+            opts.log = lib._dlock_py_log
+            opts.payload = self._log_handle
+        if queue_callbacks:
+            if not HAS_QUEUE:
+                raise error_for(lib.DLOCK_EUNSUPPORTED,
+                                'queue_callbacks: this libdlock has no '
+                                'DLOCK_CLIENT_QUEUE_CALLBACKS')
+            opts.flags |= lib.DLOCK_CLIENT_QUEUE_CALLBACKS
+        self.queue_callbacks = bool(queue_callbacks)
+        self._dispatch_lock = threading.Lock()
+        c_uri = ffi.NULL if not uri else _bytes(uri, 'uri')
+        rc = lib.dlock_client_open(self._ptr, c_uri, opts)
+        if rc != 0:
+            msg = (_text(lib.dlock_client_errmsg(self._ptr[0]))
+                   if self._ptr[0] != ffi.NULL else '')
+            self.close()
+            raise error_for(rc, msg)
+        _open_clients.add(self)
+
+    # The C pointer, checked: not closed, not inherited through fork().
+    @property
+    def _c(self):
+        if os.getpid() != self._pid:
+            raise ForkedError(
+                'this client was opened in process %d; a forked child (%d) '
+                'cannot use it or its locks: open a new Client in the child'
+                % (self._pid, os.getpid()))
+        if self._ptr[0] == ffi.NULL:
+            raise error_for(lib.DLOCK_ECLOSED, 'the client was closed')
+        return self._ptr[0]
+
+    def _raise(self, rc):
+        raise error_for(rc, _text(lib.dlock_client_errmsg(self._ptr[0])))
+
+    def close(self):
+        """Release every lock still held through this client and disconnect.
+
+        Idempotent. No other thread may be inside a call on this client or
+        its locks meanwhile. In a forked child it only forgets the client.
+        """
+        _open_clients.discard(self)
+        self._finalizer()
+
+    @property
+    def closed(self):
+        return self._ptr[0] == ffi.NULL
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        if self.closed:
+            return '<dlock.Client closed>'
+        return '<dlock.Client %s>' % self.info()['uri']
+
+    def info(self):
+        """The backend, mode and settings, as `dlock info` shows them."""
+        out = ffi.new('dlock_info *')
+        out.version = lib.DLOCK_INFO_VERSION
+        rc = lib.dlock_client_info(self._c, out)
+        if rc != 0:
+            self._raise(rc)
+        return {'scheme': _text(out.scheme), 'mode': _text(out.mode),
+                'caps': _caps(out.caps), 'uri': _text(out.uri),
+                'owner': _text(out.owner), 'lease': out.lease_ms / 1000.0,
+                'timeout': out.timeout_ms / 1000.0,
+                'summary': _text(out.summary)}
+
+    def inspect(self, name):
+        """What the backend can tell of a name without taking it: a dict of
+        held (True/False/None when unknown), owner, fence, remaining
+        (seconds or None) and waiters (None when unknown)."""
+        st = ffi.new('dlock_state *')
+        st.version = lib.DLOCK_STATE_VERSION
+        st.held, st.remaining_ms, st.waiters = -1, -1, -1
+        rc = lib.dlock_inspect(self._c, _bytes(name, 'name'), st)
+        if rc != 0:
+            self._raise(rc)
+        return {'held': None if st.held < 0 else bool(st.held),
+                'owner': _text(st.owner) or None,
+                'fence': st.fence or None,
+                'remaining': (None if st.remaining_ms < 0
+                              else st.remaining_ms / 1000.0),
+                'waiters': None if st.waiters < 0 else st.waiters}
+
+    def lock(self, name, lease=None, shared=False, watchdog=True,
+             on_lost=None, blocking_timeout=None):
+        """A Lock on name (no I/O until acquire)."""
+        return Lock(self, name, lease=lease, shared=shared,
+                    watchdog=watchdog, on_lost=on_lost,
+                    blocking_timeout=blocking_timeout)
+
+    # -- queued callbacks (queue_callbacks=True) --
+
+    def event_fd(self):
+        """The descriptor that is readable while callbacks wait for
+        dispatch() (queue_callbacks=True only)."""
+        fd = lib.dlock_client_event_fd(self._c)
+        if fd < 0:
+            self._raise(fd)
+        return fd
+
+    def dispatch(self):
+        """Run the queued callbacks; returns how many ran."""
+        with self._dispatch_lock:
+            n = lib.dlock_client_dispatch(self._c)
+        if n < 0:
+            self._raise(n)
+        return n
+
+    def shutdown(self):
+        """Wake every acquire waiting on this client: they fail with
+        Closed (or Cancelled); the client is closed by close()."""
+        lib.dlock_client_shutdown(self._c)
+
+
+# ---- Lock --------------------------------------------------------------------
+
+def _lock_free(ptr, pid):
+    if ptr[0] != ffi.NULL and os.getpid() == pid:
+        lib.dlock_lock_free(ptr[0])
+    ptr[0] = ffi.NULL
+
+
+class Lock:
+    """One lock name through one client; the owner is this object.
+
+    acquire(blocking=True, timeout=-1) returns True or False as
+    threading.Lock's does (timeout in seconds); other failures raise a
+    dlock.Error. Reentrant: acquiring a Lock it already holds counts one
+    more level, released as many times.
+
+    lost: a threading.Event set when a held lock is found lost (lease ran
+    out, session ended, key deleted); cleared by the next acquire.
+    on_lost(lock, code, why): called then, on dlock's watchdog thread (or
+    from Client.dispatch()): keep it short; never call back into this
+    client from it.
+    """
+
+    def __init__(self, client, name, *, lease=None, shared=False,
+                 watchdog=True, on_lost=None, blocking_timeout=None):
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError('on_lost: expected a callable(lock, code, why)')
+        self.client = client
+        self.name = name
+        self.blocking_timeout = blocking_timeout
+        self._pid = client._pid
+        self._ptr = ffi.new('dlock_lock **')
+        self._finalizer = weakref.finalize(self, _lock_free, self._ptr,
+                                           self._pid)
+        self._state = _LostState(self, on_lost)
+        self._state_handle = ffi.new_handle(self._state)
+        opts = ffi.new('dlock_lock_options *')
+        opts.version = lib.DLOCK_LOCK_OPTIONS_VERSION
+        if lease is not None:
+            opts.lease_ms = parse_duration(lease, 'lease')
+        if shared:
+            opts.flags |= lib.DLOCK_LOCK_SHARED
+        if not watchdog:
+            opts.flags |= lib.DLOCK_LOCK_NO_WATCHDOG
+        opts.on_lost = lib._dlock_py_on_lost
+        opts.payload = self._state_handle
+        rc = lib.dlock_lock_new(self._ptr, client._c, _bytes(name, 'name'),
+                                opts)
+        if rc != 0:
+            client._raise(rc)
+
+    @property
+    def lost(self):
+        """threading.Event: set when the lock was found lost."""
+        return self._state.event
+
+    @property
+    def _c(self):
+        self.client._c  # closed or forked: say so
+        if self._ptr[0] == ffi.NULL:
+            raise error_for(lib.DLOCK_ECLOSED, 'the lock was freed')
+        return self._ptr[0]
+
+    def _error(self, rc):
+        return error_for(rc, _text(lib.dlock_lock_errmsg(self._ptr[0])))
+
+    def __repr__(self):
+        return '<dlock.Lock %r%s>' % (self.name,
+                                      ' owned' if self.owned() else '')
+
+    def close(self):
+        """Release (every level) if held and free the C handle."""
+        self._finalizer()
+
+    # -- taking and giving back --
+
+    def acquire(self, blocking=True, timeout=-1):
+        """Take the lock: True when granted, False on timeout or (when not
+        blocking) when another owner holds it; other failures raise.
+
+        timeout: seconds, -1 to wait for ever. Ctrl-C while waiting in the
+        main thread cancels the wait (nothing stays held) and raises
+        KeyboardInterrupt.
+        """
+        if not blocking:
+            if timeout != -1:
+                raise ValueError("can't specify a timeout for a "
+                                 "non-blocking call")
+            ms = 0
+        elif timeout is None or timeout == -1:
+            ms = lib.DLOCK_WAIT_FOREVER
+        elif isinstance(timeout, (int, float)) and timeout >= 0:
+            ms = min(int(round(timeout * 1000)), lib.DLOCK_WAIT_FOREVER - 1)
+        else:
+            raise ValueError('timeout: expected -1 or seconds >= 0, got %r'
+                             % (timeout,))
+        lk = self._c
+        self._state.event.clear()
+        if ms == 0:
+            rc = lib.dlock_acquire(lk, 0)
+        else:
+            rc = _wait_interruptibly(self, lk, ms)
+        if rc == 0:
+            return True
+        if rc in (lib.DLOCK_EBUSY, lib.DLOCK_ETIMEDOUT):
+            return False
+        raise self._error(rc)
+
+    def release(self):
+        """Drop one level; the last one releases on the server.
+
+        Raises NotHeld, LockLost (it had been lost; free to acquire again),
+        NotOwner (another owner has it now) or ConnectError (released here
+        all the same; the server frees it when the lease or session ends).
+        """
+        rc = lib.dlock_release(self._c)
+        if rc != 0:
+            raise self._error(rc)
+
+    def renew(self):
+        """Renew now: extend the lease or prove the session alive."""
+        rc = lib.dlock_renew(self._c)
+        if rc != 0:
+            raise self._error(rc)
+
+    def owned(self):
+        """True while this Lock holds the lock, as far as dlock can vouch
+        (dlock_held(): no network I/O)."""
+        if os.getpid() != self._pid or self._ptr[0] == ffi.NULL:
+            return False
+        return bool(lib.dlock_held(self._ptr[0]))
+
+    def locked(self):
+        """True if anyone holds the lock now (dlock_inspect()).
+
+        Raises Unsupported for a mode that cannot look at a name without
+        taking it (then owned() alone is known)."""
+        if self.owned():
+            return True
+        held = self.client.inspect(self.name)['held']
+        if held is None:
+            raise error_for(lib.DLOCK_EUNSUPPORTED,
+                            "locked: this backend's mode cannot tell who "
+                            "holds %r" % (self.name,))
+        return held
+
+    @property
+    def fence(self):
+        """The fencing token of the current holding, or None (not held, or
+        the mode gives none)."""
+        return lib.dlock_fence(self._c) or None
+
+    @property
+    def depth(self):
+        return lib.dlock_lock_depth(self._c)
+
+    @property
+    def owner(self):
+        return _text(lib.dlock_lock_owner(self._c))
+
+    @property
+    def remaining(self):
+        """Seconds left of the lease as the client measured it; None for a
+        lock without lease, 0 when not held."""
+        ms = lib.dlock_lock_remaining(self._c)
+        return None if ms == lib.DLOCK_WAIT_FOREVER else ms / 1000.0
+
+    # -- with --
+
+    def __enter__(self):
+        if self.blocking_timeout is None:
+            self.acquire()
+        elif not self.acquire(timeout=self.blocking_timeout):
+            raise error_for(lib.DLOCK_ETIMEDOUT,
+                            '%r not granted within %ss'
+                            % (self.name, self.blocking_timeout))
+        return self
+
+    def __exit__(self, typ, exc, tb):
+        try:
+            self.release()
+        except Exception as e:
+            if exc is None:
+                raise
+            # Keep the block's own exception; say what release found.
+            if hasattr(exc, 'add_note'):
+                exc.add_note('dlock: release failed too: %s' % e)
+
+
+# ---- interruptible waits -----------------------------------------------------
+
+def _wait_interruptibly(lock, lk, ms):
+    """dlock_acquire(lk, ms), such that Ctrl-C ends it promptly.
+
+    Python runs signal handlers in the main thread only, and only between
+    bytecodes: a main thread inside a C call that blocks for 10 s would see
+    Ctrl-C 10 s late. So in the main thread the C call runs in a helper
+    thread with a cancel token while the main thread waits in join(),
+    which a signal interrupts. On KeyboardInterrupt (or any exception from
+    a signal handler) the token is fired, the helper joined (the library
+    returns within 100 ms of a cancel), a grant that raced the cancel is
+    released, and the exception goes on. Other threads call directly.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lib.dlock_acquire(lk, ms)
+    if not HAS_CANCEL:
+        return _wait_in_slices(lk, ms)
+    cx_out = ffi.new('dlock_cancel **')
+    rc = lib.dlock_cancel_new(cx_out)
+    if rc != 0:
+        raise error_for(rc)
+    cx = ffi.gc(cx_out[0], lib.dlock_cancel_free)
+    result = []
+    t = threading.Thread(
+        target=lambda: result.append(
+            lib.dlock_acquire_cancellable(lk, ms, cx)),
+        name='dlock-acquire %s' % (lock.name,), daemon=True)
+    t.start()
+    try:
+        t.join()
+    except BaseException:
+        lib.dlock_cancel_fire(cx)
+        _join_through_signals(t)
+        if result and result[0] == 0:
+            lib.dlock_release(lk)
+        raise
+    return result[0]
+
+
+def _join_through_signals(t):
+    while t.is_alive():
+        try:
+            t.join()
+        except BaseException:  # a second Ctrl-C: still wait for C
+            pass
+
+
+def _wait_in_slices(lk, ms):
+    # Without dlock_cancel: wait in slices of 50 ms, so that a signal
+    # handler runs between them. Loses a server's queue order (each
+    # slice joins the queue again); only for libraries without cancel.
+    deadline = time.monotonic() + ms / 1000.0
+    while True:
+        left = int((deadline - time.monotonic()) * 1000)
+        if ms == lib.DLOCK_WAIT_FOREVER:
+            left = 50
+        rc = lib.dlock_acquire(lk, max(0, min(left, 50)))
+        if rc not in (lib.DLOCK_ETIMEDOUT, lib.DLOCK_EBUSY) or left <= 50:
+            return rc
