@@ -1,0 +1,184 @@
+"""The dlock package on every backend and mode the suite starts (issue 19's
+"Done when" for Python), one run per --uri (see conftest.py).
+
+Safety is judged from what happened (hold intervals, an unfenced counter,
+another handle's try-acquire), never from owned() alone.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import dlock
+from conftest import lose
+
+
+@pytest.fixture
+def client(uri):
+    with dlock.Client(uri) as c:
+        yield c
+
+
+def test_with_releases_on_an_exception(client, name):
+    lk = client.lock(name)
+    with pytest.raises(ZeroDivisionError):
+        with lk:
+            assert lk.owned()
+            1 / 0
+    assert not lk.owned()
+    other = client.lock(name)
+    assert other.acquire(blocking=False), 'the lock stayed held'
+    other.release()
+
+
+def test_try_acquire_fence_renew_release(client, name):
+    a, b = client.lock(name), client.lock(name)
+    assert a.acquire(blocking=False)
+    assert not b.acquire(blocking=False)
+    first = a.fence
+    a.renew()
+    assert a.locked()
+    a.release()
+    with pytest.raises(dlock.NotHeld):
+        a.release()
+    assert b.acquire(timeout=5)
+    if first is not None:
+        assert b.fence > first
+    b.release()
+
+
+def test_timeout_returns_false_on_time(client, name):
+    holder = client.lock(name)
+    assert holder.acquire(timeout=5)
+    waiter = client.lock(name)
+    t0 = time.monotonic()
+    assert waiter.acquire(timeout=0.5) is False
+    took = time.monotonic() - t0
+    print('acquire(timeout=0.5) returned after %.1f ms' % (took * 1000))
+    assert 0.45 <= took <= 0.55, 'timeout 500 ms took %.1f ms' % (took * 1e3)
+    holder.release()
+
+
+def test_another_thread_runs_while_one_blocks(client, name):
+    holder = client.lock(name)
+    assert holder.acquire(timeout=5)
+    waiter = client.lock(name)
+    result = []
+    t = threading.Thread(target=lambda: result.append(
+        waiter.acquire(timeout=1.0)))
+    t.start()
+    time.sleep(0.05)
+    spins = 0
+    t0 = time.monotonic()
+    while t.is_alive() and time.monotonic() - t0 < 0.5:
+        spins += 1  # pure Python: runs only while the waiter has no GIL
+    print('%d loop turns in %.0f ms beside a blocked acquire'
+          % (spins, (time.monotonic() - t0) * 1000))
+    assert spins > 10000
+    holder.release()
+    t.join()
+    assert result == [True]
+    waiter.release()
+
+
+def test_lost_fires_on_lost_and_sets_lost(client, uri, name):
+    if uri.startswith('zk:'):
+        pytest.skip('zk: no way to end a session from outside; '
+                    'test_lost_when_the_holder_stops covers it')
+    calls = []
+    lk = client.lock(name, lease=1.5,
+                     on_lost=lambda l, code, why: calls.append((l, code, why)))
+    assert lk.acquire(timeout=5)
+    assert lose(uri, name)
+    assert lk.lost.wait(10), 'lost not set 10 s after the lock was taken away'
+    assert len(calls) == 1 and calls[0][0] is lk
+    assert dlock.BY_CODE[calls[0][1]] is not None
+    print('on_lost: %s: %s' % (dlock.BY_CODE[calls[0][1]].__name__,
+                               calls[0][2]))
+    assert not lk.owned()
+    with pytest.raises((dlock.LockLost, dlock.NotHeld)):
+        lk.release()
+    assert lk.acquire(timeout=5), 'the handle cannot take the lock again'
+    assert not lk.lost.is_set()
+    lk.release()
+
+
+CHILD = textwrap.dedent('''
+    import sys, time, dlock
+    c = dlock.Client(sys.argv[1])
+    lk = c.lock(sys.argv[2], **eval(sys.argv[3]))
+    %s
+''')
+
+
+def _child(uri, name, body, opts='{}'):
+    return subprocess.Popen(
+        [sys.executable, '-c', CHILD % textwrap.dedent(body), uri, name,
+         opts],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def test_sigint_cancels_a_blocked_acquire(client, uri, name):
+    holder = client.lock(name)
+    assert holder.acquire(timeout=5)
+    child = _child(uri, name, '''
+        print('waiting', flush=True)
+        try:
+            got = lk.acquire(timeout=10)
+            print('returned', got, flush=True)
+        except KeyboardInterrupt:
+            print('interrupted', time.monotonic(), lk.owned(), flush=True)
+        sys.stdin.read()  # stay alive (and connected) until told
+    ''')
+    try:
+        assert child.stdout.readline() == 'waiting\n'
+        time.sleep(0.5)  # well inside the C wait
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        words = child.stdout.readline().split()
+        assert words[:1] == ['interrupted'], words
+        took = float(words[1]) - sent
+        print('SIGINT to KeyboardInterrupt: %.1f ms' % (took * 1000))
+        assert took < 0.2
+        assert words[2] == 'False'
+        # The child lives on and holds nothing: not the lock, not a place
+        # in a server-side queue that would grant it later.
+        holder.release()
+        time.sleep(0.2)
+        other = client.lock(name)
+        assert other.acquire(blocking=False), 'the interrupted child got it'
+        other.release()
+    finally:
+        child.stdin.close()
+        child.wait(30)
+
+
+def test_lost_when_the_holder_stops(client, uri, name):
+    """ZooKeeper (and any lease): the holder stops past its session/lease,
+    another owner takes the lock, the holder resumes and is told."""
+    if not uri.startswith('zk:'):
+        pytest.skip('run on zk only (the others lose their lock from '
+                    'outside, in test_lost_fires_on_lost_and_sets_lost)')
+    child = _child(uri, name, '''
+        import threading
+        assert lk.acquire(timeout=10)
+        print('held', flush=True)
+        print('lost' if lk.lost.wait(30) else 'not lost', flush=True)
+    ''', "{'on_lost': lambda l, c, w: print('on_lost', c, flush=True)}")
+    try:
+        assert child.stdout.readline() == 'held\n'
+        child.send_signal(signal.SIGSTOP)
+        try:
+            assert client.lock(name).acquire(timeout=20)
+        finally:
+            child.send_signal(signal.SIGCONT)
+        out = child.stdout.readline().split() + child.stdout.readline().split()
+        assert out[0] == 'on_lost' and out[2] == 'lost', out
+    finally:
+        child.kill()
+        child.wait(30)
