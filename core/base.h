@@ -6,7 +6,7 @@
  *
  * core's layers, bottom to top (each file calls only files below it):
  *
- *   base.h      errors.c util.c retry.c
+ *   base.h      errors.c util.c retry.c cancel.c events.c
  *   uri.h       uri.c uri_params.c
  *   module.h    module.c              server backends' modules: dlopen
  *   registry.h  registry.c            backends by scheme, modes by name
@@ -24,7 +24,9 @@
 #ifndef DLOCK_CORE_BASE_H
 #define DLOCK_CORE_BASE_H
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,8 +73,66 @@ int dlock__uuid(char out[37]);
 uint64_t dlock__rand64(void);
 /* 1 if s[0..len) is valid UTF-8 with no NUL; else 0 and *bad = offset. */
 int dlock__utf8_valid(const char *s, size_t len, size_t *bad);
-/* Sleep ms, through interruptions. */
-void dlock__sleep_ms(uint32_t ms);
+
+/* ---- cancel.c ------------------------------------------------------------ */
+
+/* A cancellation source: a sticky flag and an eventfd written once when it
+ * is fired, never read, so it stays readable [B-CANCEL-1]. */
+struct dlock_cancel {
+    atomic_int fired;
+    int fd;
+};
+
+/* What one acquire watches: its own source (or NULL) and its client's
+ * shutdown source. */
+struct dlock__cancels {
+    const struct dlock_cancel *own;
+    const struct dlock_cancel *shut;
+};
+
+/* Set up or tear down a source embedded in something else. */
+int dlock__cancel_init(struct dlock_cancel *cx);
+void dlock__cancel_destroy(struct dlock_cancel *cx);
+/* 0, DLOCK_ECLOSED (the shutdown fired) or DLOCK_ECANCELED; w may be
+ * NULL. */
+int dlock__cancelled(const struct dlock__cancels *w);
+/* The descriptors of w's sources, at most 2; returns how many. */
+size_t dlock__cancel_fds(const struct dlock__cancels *w, int *fds,
+                         size_t cap);
+/* dlock_session_poll()'s rule on w: fd's revents, 0 at the deadline, or
+ * the cancel code; DLOCK_ERROR when poll fails. */
+int dlock__cancel_poll(const struct dlock__cancels *w, int fd, short events,
+                       int64_t deadline_ms);
+
+/* ---- events.c ------------------------------------------------------------ */
+
+/* A callback waiting in a client's queue (DLOCK_CLIENT_QUEUE_CALLBACKS):
+ * a node embedded in what it concerns, so queueing never allocates. */
+struct dlock__event {
+    struct dlock__event *next;
+    void (*run)(struct dlock__event *ev);
+    bool queued;
+};
+
+/* The queue and the eventfd that is readable while it is not empty; fd is
+ * -1 when the client runs callbacks on its own threads. */
+struct dlock__events {
+    pthread_mutex_t mu;
+    struct dlock__event *head, *tail;
+    int fd;
+};
+
+/* Set up (no eventfd: callbacks run on dlock's threads), turn queueing on
+ * (DLOCK_ENOMEM when no eventfd can be made), or tear down. */
+void dlock__events_init(struct dlock__events *q);
+int dlock__events_enable(struct dlock__events *q);
+void dlock__events_free(struct dlock__events *q);
+/* Queue ev (once: an event already queued stays where it is). */
+void dlock__events_push(struct dlock__events *q, struct dlock__event *ev);
+/* Take ev out of the queue if it is there (its handle is being freed). */
+void dlock__events_remove(struct dlock__events *q, struct dlock__event *ev);
+/* Run the events queued now, in order; returns how many ran. */
+int dlock__events_run(struct dlock__events *q);
 
 /* ---- retry.c ------------------------------------------------------------- */
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock.h"
+#include "async.h"
 
 /* ---- open ---------------------------------------------------------------- */
 
@@ -98,10 +98,25 @@ int dlock_client_open(dlock_client **out, const char *uri,
                      opts->version, DLOCK_CLIENT_OPTIONS_VERSION);
             return open_error(c, DLOCK_EINVAL, "open", text);
         }
-        c->opts = *opts;
+        /* Field by field: a version 1 struct has no flags. */
+        c->opts.version = opts->version;
+        c->opts.log = opts->log;
+        c->opts.log_level = opts->log_level;
+        c->opts.payload = opts->payload;
+        c->opts.flags = opts->version >= 2 ? opts->flags : 0;
+        if (c->opts.flags & ~(uint32_t)DLOCK_CLIENT_QUEUE_CALLBACKS) {
+            char text[96];
+            snprintf(text, sizeof text, "opts.flags: unknown bits 0x%x",
+                     c->opts.flags);
+            return open_error(c, DLOCK_EINVAL, "open", text);
+        }
     } else {
         c->opts = (dlock_client_options)DLOCK_CLIENT_OPTIONS_INIT;
     }
+    if ((c->opts.flags & DLOCK_CLIENT_QUEUE_CALLBACKS) &&
+        dlock__events_enable(&c->events) != DLOCK_OK)
+        return open_error(c, DLOCK_ENOMEM, "open",
+                          "cannot make the callback queue's eventfd");
     if (dlock__uuid(c->uuid) != DLOCK_OK)
         return open_error(c, DLOCK_ERROR, "open",
                           "cannot read the OS random source");
@@ -123,9 +138,24 @@ const char *dlock_client_errmsg(const dlock_client *c)
 
 /* ---- close ------------------------------------------------------------------ */
 
+void dlock_client_shutdown(dlock_client *c)
+{
+    if (c != NULL)
+        dlock_cancel_fire(&c->shut);
+}
+
 void dlock_client_close(dlock_client *c)
 {
-    if (c == NULL || atomic_exchange(&c->closed, true))
+    if (c == NULL || atomic_load(&c->closed))
+        return;
+    /* Asynchronous acquires end first (with DLOCK_ECLOSED, the shutdown
+     * wakes them), and their queued callbacks run here, before the
+     * handles' locks are released below. */
+    dlock_client_shutdown(c);
+    dlock__async_stop(&c->async);
+    while (dlock__events_run(&c->events) > 0)
+        ;
+    if (atomic_exchange(&c->closed, true))
         return;
     /* Release what is still held (the handles stay valid memory), then stop
      * the watchdog and disconnect. */

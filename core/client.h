@@ -11,6 +11,19 @@
 
 struct dlock_lock;
 
+#define DLOCK__ASYNC_THREADS 8
+
+/* The client's asynchronous acquires (async.c). */
+struct dlock__async {
+    pthread_mutex_t mu;   /* everything below */
+    pthread_cond_t work;  /* a job arrived, the turn is free, or stop */
+    struct dlock_lock *head, *tail; /* jobs not yet started, FIFO */
+    pthread_t threads[DLOCK__ASYNC_THREADS];
+    size_t nthreads, nidle;
+    bool turn_taken;      /* a fair job is on its way to the server queue */
+    bool stopping;
+};
+
 struct dlock_client {
     atomic_uint refs;          /* the client itself + one per handle */
     const struct dlock_backend *b;
@@ -23,10 +36,15 @@ struct dlock_client {
     dlock_client_options opts;
     bool global_ref;           /* holds a dlock_global_init() reference */
     atomic_bool closed;
+    struct dlock_cancel shut;  /* dlock_client_shutdown(): every acquire
+                                  watches it */
 
     struct dlock__watch watch; /* the sessions' sockets */
     struct dlock__pool pool;   /* the sessions */
     struct dlock__watchdog wd; /* renewals and the watch's thread */
+
+    struct dlock__events events; /* queued callbacks (QUEUE_CALLBACKS) */
+    struct dlock__async async; /* dlock_acquire_async()'s threads */
 
     pthread_mutex_t hmu;       /* the handle list */
     size_t nhandles;

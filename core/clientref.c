@@ -16,11 +16,21 @@ struct dlock_client *dlock__client_new(void)
     atomic_init(&c->refs, 1);
     atomic_init(&c->next_serial, 1);
     atomic_init(&c->closed, false);
+    if (dlock__cancel_init(&c->shut) != DLOCK_OK) {
+        free(c);
+        return NULL;
+    }
     pthread_mutex_init(&c->hmu, NULL);
+    dlock__events_init(&c->events);
+    /* The async threads are async.c's; their state is set up and torn
+     * down here, with the client's memory. */
+    pthread_mutex_init(&c->async.mu, NULL);
+    pthread_cond_init(&c->async.work, NULL);
     dlock__watch_init(&c->watch);
     dlock__pool_init(&c->pool);
     c->pool.watch = &c->watch;
     c->pool.opts = &c->opts;
+    c->pool.events = &c->events;
     dlock__wd_init(&c->wd, &c->pool, &c->watch);
     return c;
 }
@@ -38,6 +48,10 @@ static void client_free(struct dlock_client *c)
     dlock__wd_free(&c->wd);
     dlock__watch_free(&c->watch);
     pthread_mutex_destroy(&c->hmu);
+    pthread_cond_destroy(&c->async.work);
+    pthread_mutex_destroy(&c->async.mu);
+    dlock__events_free(&c->events);
+    dlock__cancel_destroy(&c->shut);
     dlock__uri_free(c->uri);
     if (c->global_ref)
         dlock_global_shutdown();

@@ -9,6 +9,8 @@
 
 #include "held.h"
 
+static void run_lost(struct dlock__event *ev);
+
 void dlock__held_init(struct dlock__held *h, struct dlock__pool *pool,
                       const struct dlock_request *req, void *handle,
                       dlock_lost_fn on_lost, void *payload)
@@ -25,6 +27,7 @@ void dlock__held_init(struct dlock__held *h, struct dlock__pool *pool,
     atomic_init(&h->expires_ms, 0);
     atomic_init(&h->confirmed_gen, 0);
     h->timer.idx = SIZE_MAX;
+    h->lost_ev.run = run_lost;
     /* Renew at a third of the lease (Redisson's rule): two renewals can
      * fail before the lease runs out. */
     h->interval_ms = req->lease_ms / 3 > 0 ? req->lease_ms / 3 : 1;
@@ -107,6 +110,7 @@ bool dlock__held_renew_result(struct dlock__held *h, int rc, int64_t now)
     case DLOCK_EAUTH:
     case DLOCK_ENOENT:
     case DLOCK_EACCES:
+    case DLOCK_ECANCELED:
         break;
     }
     /* In doubt: the lock may still be ours. Keep the old lease end (the
@@ -151,8 +155,25 @@ void dlock__held_tell_lost(struct dlock__held *h, int rc, const char *detail,
         rc = DLOCK_ELOST;
     }
     dlock__pool_log(p, DLOCK_LOG_WARN, "%s", why);
-    if (h->on_lost != NULL)
-        h->on_lost((dlock_lock *)h->handle, rc, why, h->payload);
+    if (h->on_lost == NULL)
+        return;
+    if (p->events != NULL && p->events->fd >= 0) {
+        h->lost_code = rc;
+        snprintf(h->lost_why, sizeof h->lost_why, "%s", why);
+        dlock__events_push(p->events, &h->lost_ev);
+        return;
+    }
+    h->on_lost((dlock_lock *)h->handle, rc, why, h->payload);
+}
+
+/* The queued on_lost, run by dlock_client_dispatch(). */
+static void run_lost(struct dlock__event *ev)
+{
+    struct dlock__held *h = (struct dlock__held *)(void *)((char *)ev -
+                            offsetof(struct dlock__held, lost_ev));
+
+    h->on_lost((dlock_lock *)h->handle, h->lost_code, h->lost_why,
+               h->payload);
 }
 
 bool dlock__held_in_doubt(const struct dlock__held *h)

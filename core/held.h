@@ -58,6 +58,11 @@ struct dlock__held {
     bool watched;           /* granted and not cancelled: the thread may
                                touch it */
     struct dlock__held *lost_next; /* the thread's list of locks to tell */
+
+    /* on_lost queued for dlock_client_dispatch() (QUEUE_CALLBACKS). */
+    struct dlock__event lost_ev;
+    int lost_code;
+    char lost_why[DLOCK__ERRMSG_MAX];
 };
 
 /* Set up h for a handle (no I/O). */

@@ -161,6 +161,9 @@ void dlock_lock_free(dlock_lock *lk)
     c = lk->c;
     if (lk->depth > 0)
         dlock__lock_drop(lk);
+    /* Its callbacks must not run after this. */
+    dlock__events_remove(&c->events, &lk->held.lost_ev);
+    dlock__events_remove(&c->events, &lk->done_ev);
     pthread_mutex_lock(&c->hmu);
     if (lk->prev != NULL)
         lk->prev->next = lk->next;
@@ -195,6 +198,7 @@ static int attempt(struct dlock_lock *lk, struct dlock__sess *ss,
     *hint = 0;
     dlock__sess_begin(ss, "acquire", lk->name, lk->errmsg,
                       sizeof lk->errmsg);
+    dlock__sess_call(ss, &lk->call);
     return lk->c->mode->acquire(ss->s, &lk->req, deadline, &lk->held.grant,
                                 hint);
 }
@@ -260,37 +264,46 @@ static bool keep_trying(struct dlock_lock *lk, int *rc, bool native,
     case DLOCK_EAUTH:
     case DLOCK_ENOENT:
     case DLOCK_EACCES:
+    case DLOCK_ECANCELED:
         *rc = lock_result(lk, *rc, "acquire");
         return false;
     }
     return *deadline != 0 && now < *deadline;
 }
 
-int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
+/* The acquire was cancelled (code: DLOCK_ECANCELED or DLOCK_ECLOSED). */
+static int cancelled(struct dlock_lock *lk, int code)
 {
-    struct dlock_client *c;
+    lk->errmsg[0] = '\0';
+    return lock_error(lk, code, "acquire", "%s",
+                      code == DLOCK_ECLOSED
+                          ? "the client was shut down before the lock was "
+                            "granted"
+                          : "cancelled before the lock was granted");
+}
+
+/* The attempt on ss granted the lock. If a cancel fired meanwhile, the
+ * grant raced it: give it back at once [B-CANCEL-1]. */
+static int granted(struct dlock_lock *lk, struct dlock__sess *ss)
+{
+    int code;
+
+    lock_granted(lk, ss);
+    dlock__checkin(ss, DLOCK_OK);
+    lk->errmsg[0] = '\0';
+    if ((code = dlock__cancelled(&lk->call.cx)) == 0)
+        return DLOCK_OK;
+    dlock__lock_drop(lk);
+    return cancelled(lk, code);
+}
+
+/* The loop of dlock_acquire_cancellable(), once the handle is known free. */
+static int acquire_loop(struct dlock_lock *lk, uint32_t timeout_ms)
+{
+    struct dlock_client *c = lk->c;
     int64_t deadline, now;
     unsigned tries = 0;
-    int rc;
-
-    if (lk == NULL)
-        return DLOCK_EINVAL;
-    c = lk->c;
-    lk->errmsg[0] = '\0';
-    if (atomic_load(&c->closed))
-        return lock_error(lk, DLOCK_ECLOSED, "acquire", "client closed");
-    if (atomic_load(&lk->held.state) == DLOCK__LOST)
-        return lock_error(lk, DLOCK_ELOST, "acquire",
-                          "this handle's lock was lost; dlock_release() it "
-                          "before acquiring again");
-    if (lk->depth > 0) {
-        /* Reentrant: count a level, no round trip. */
-        if (lk->depth == UINT32_MAX)
-            return lock_error(lk, DLOCK_EINVAL, "acquire",
-                              "reentrant depth overflow");
-        lk->depth++;
-        return DLOCK_OK;
-    }
+    int rc, code;
 
     now = dlock_now_ms();
     deadline = timeout_ms == 0                    ? 0
@@ -302,12 +315,16 @@ int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
         uint32_t hint = 0, pause;
         bool notified;
 
+        if ((code = dlock__cancelled(&lk->call.cx)) != 0)
+            return cancelled(lk, code);
         rc = attempt_somewhere(lk, native, deadline, &ss, &hint);
-        if (rc == DLOCK_OK) {
-            lock_granted(lk, ss);
-            dlock__checkin(ss, rc);
-            lk->errmsg[0] = '\0';
-            return DLOCK_OK;
+        if (rc == DLOCK_OK)
+            return granted(lk, ss);
+        /* Whatever the backend made of the interruption, a cancel wins. */
+        if ((code = dlock__cancelled(&lk->call.cx)) != 0) {
+            if (ss != NULL)
+                dlock__checkin(ss, rc);
+            return cancelled(lk, code);
         }
         now = dlock_now_ms();
         if (!keep_trying(lk, &rc, native, &deadline, now)) {
@@ -327,7 +344,8 @@ int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
         }
 
         /* Wait for a release announcement where the mode has one, else
-         * back off with full jitter; never past the hint or the deadline. */
+         * back off with full jitter; never past the hint or the deadline.
+         * Both watch the cancellation sources. */
         notified = rc == DLOCK_EBUSY && ss != NULL &&
                    c->mode->wait != NULL && (c->caps & DLOCK_CAP_NOTIFY);
         pause = notified ? c->retry_max_ms
@@ -340,15 +358,59 @@ int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
         if (notified) {
             dlock__sess_begin(ss, "wait", lk->name, lk->errmsg,
                               sizeof lk->errmsg);
+            dlock__sess_call(ss, &lk->call);
             rc = c->mode->wait(ss->s, &lk->req, pause);
             dlock__checkin(ss, rc);
         } else {
             if (ss != NULL)
                 dlock__checkin(ss, rc);
-            dlock__sleep_ms(pause);
+            code = dlock__cancel_poll(&lk->call.cx, -1, 0, now + pause);
+            if (code == DLOCK_ECANCELED || code == DLOCK_ECLOSED)
+                return cancelled(lk, code);
         }
         lk->errmsg[0] = '\0';
     }
+}
+
+int dlock__acquire(struct dlock_lock *lk, uint32_t timeout_ms,
+                   dlock_cancel *cx, void (*queued)(void *), void *arg)
+{
+    struct dlock_client *c;
+
+    if (lk == NULL)
+        return DLOCK_EINVAL;
+    c = lk->c;
+    lk->errmsg[0] = '\0';
+    if (atomic_load(&c->closed))
+        return lock_error(lk, DLOCK_ECLOSED, "acquire", "client closed");
+    if (atomic_load(&lk->held.state) == DLOCK__LOST)
+        return lock_error(lk, DLOCK_ELOST, "acquire",
+                          "this handle's lock was lost; dlock_release() it "
+                          "before acquiring again");
+    if (lk->depth > 0) {
+        /* Reentrant: count a level, no round trip. */
+        if (lk->depth == UINT32_MAX)
+            return lock_error(lk, DLOCK_EINVAL, "acquire",
+                              "reentrant depth overflow");
+        lk->depth++;
+        return DLOCK_OK;
+    }
+    lk->call.cx.own = cx;
+    lk->call.cx.shut = &c->shut;
+    lk->call.queued = queued;
+    lk->call.arg = arg;
+    return acquire_loop(lk, timeout_ms);
+}
+
+int dlock_acquire_cancellable(dlock_lock *lk, uint32_t timeout_ms,
+                              dlock_cancel *cx)
+{
+    return dlock__acquire(lk, timeout_ms, cx, NULL, NULL);
+}
+
+int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms)
+{
+    return dlock_acquire_cancellable(lk, timeout_ms, NULL);
 }
 
 int dlock_try_acquire(dlock_lock *lk)

@@ -17,9 +17,25 @@ struct dlock_lock {
     uint32_t flags;            /* DLOCK_LOCK_* */
     unsigned int depth;        /* reentrant levels; 0 = not held */
     struct dlock__held held;   /* valid while depth > 0 */
+    struct dlock__call call;   /* the acquire in progress: what it watches */
     struct dlock_lock *next, *prev; /* c->handles, under c->hmu */
+    /* An asynchronous acquire (async.c): set by dlock_acquire_async(),
+     * the job's until done runs. */
+    atomic_bool in_async;
+    struct dlock_lock *job_next; /* c->async's queue, under its mutex */
+    uint32_t job_timeout;
+    dlock_cancel *job_cx;
+    dlock_done_fn done;
+    void *done_payload;
+    int done_rc;
+    struct dlock__event done_ev; /* queued done (QUEUE_CALLBACKS) */
     char errmsg[DLOCK__ERRMSG_MAX];
 };
+
+/* dlock_acquire_cancellable(), telling queued(arg) when a fair request is
+ * queued at the server [B-QUEUED-1] (NULL: nobody). */
+int dlock__acquire(struct dlock_lock *lk, uint32_t timeout_ms,
+                   dlock_cancel *cx, void (*queued)(void *), void *arg);
 
 /* Release everything the handle holds; for dlock_lock_free() and
  * dlock_client_close(). */

@@ -88,6 +88,52 @@ void dlock__sess_begin(struct dlock__sess *ss, const char *op,
         buf[0] = '\0';
 }
 
+void dlock__sess_call(struct dlock__sess *ss, const struct dlock__call *call)
+{
+    ss->call = call;
+}
+
+/* The acquire the current call on s serves, or NULL. */
+static const struct dlock__call *sess_call(struct dlock_session *s)
+{
+    return s != NULL && s->core != NULL
+               ? ((struct dlock__sess *)s->core)->call
+               : NULL;
+}
+
+int dlock_session_cancelled(struct dlock_session *s)
+{
+    const struct dlock__call *call = sess_call(s);
+
+    return call != NULL ? dlock__cancelled(&call->cx) : 0;
+}
+
+size_t dlock_session_cancel_fds(struct dlock_session *s, int *fds,
+                                size_t cap)
+{
+    const struct dlock__call *call = sess_call(s);
+
+    return call != NULL && fds != NULL ? dlock__cancel_fds(&call->cx, fds, cap)
+                                       : 0;
+}
+
+int dlock_session_poll(struct dlock_session *s, int fd, short events,
+                       int64_t deadline_ms)
+{
+    const struct dlock__call *call = sess_call(s);
+
+    return dlock__cancel_poll(call != NULL ? &call->cx : NULL, fd, events,
+                              deadline_ms);
+}
+
+void dlock_session_queued(struct dlock_session *s)
+{
+    const struct dlock__call *call = sess_call(s);
+
+    if (call != NULL && call->queued != NULL)
+        call->queued(call->arg);
+}
+
 /* ---- opening and closing sessions ---------------------------------------- */
 
 void dlock__pool_init(struct dlock__pool *p)
@@ -356,6 +402,7 @@ void dlock__checkin(struct dlock__sess *ss, int rc)
     bool drop = false;
 
     dlock__sess_begin(ss, NULL, NULL, NULL, 0);
+    ss->call = NULL;
     pthread_mutex_lock(&p->mu);
     ss->busy = false;
     if (rc == DLOCK_ECONNECT)

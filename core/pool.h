@@ -28,6 +28,15 @@ struct dlock__pin {
 
 #define DLOCK__FD_GONE (-2)
 
+/* What an acquire in progress tells the backend calls it makes: the
+ * cancellation sources to watch [B-CANCEL-1], and whom to tell when a fair
+ * request is queued at the server [B-QUEUED-1] (NULL: nobody). */
+struct dlock__call {
+    struct dlock__cancels cx;
+    void (*queued)(void *arg);
+    void *arg;
+};
+
 /* Core's wrapper of one backend session (session->core points here). */
 struct dlock__sess {
     struct dlock_session *s;
@@ -46,6 +55,8 @@ struct dlock__sess {
     size_t errcap;
     const char *op;
     const char *name;
+    /* The acquire the current call serves, or NULL. */
+    const struct dlock__call *call;
 };
 
 struct dlock__pool {
@@ -54,6 +65,7 @@ struct dlock__pool {
     const struct dlock_uri *uri; /* the client's */
     void *ctx;                   /* the backend's per-client state */
     const dlock_client_options *opts; /* the client's log hook */
+    struct dlock__events *events; /* the client's callback queue */
     struct dlock__watch *watch;
 
     pthread_mutex_t mu; /* everything below */
@@ -102,6 +114,10 @@ void dlock__checkin(struct dlock__sess *ss, int rc);
 /* Point the session's error reports at buf for the call that follows. */
 void dlock__sess_begin(struct dlock__sess *ss, const char *op,
                        const char *name, char *buf, size_t cap);
+
+/* Tell the backend's next calls on ss which acquire they serve (NULL:
+ * none); checkin forgets it. */
+void dlock__sess_call(struct dlock__sess *ss, const struct dlock__call *call);
 
 /* Pin a conn-bound grant to ss, or take it off. */
 void dlock__pin(struct dlock__sess *ss, struct dlock__pin *pin);

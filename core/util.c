@@ -191,14 +191,6 @@ fail:
     return 0;
 }
 
-void dlock__sleep_ms(uint32_t ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 struct timespec dlock_deadline_timespec(int64_t deadline_ms)
 {
     /* Far enough for any wait, small enough for any time_t. */

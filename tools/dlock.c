@@ -64,6 +64,7 @@ int tool_exit_for(int rc)
     case DLOCK_ENOTHELD:
     case DLOCK_ENOMEM:
     case DLOCK_ECLOSED:
+    case DLOCK_ECANCELED:
         return EXIT_SOFTWARE;
     }
     return EXIT_SOFTWARE;

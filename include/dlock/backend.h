@@ -73,6 +73,25 @@
  * [B-KIND-1]    acquire() is called only for the request kinds the mode
  *               lists in its kinds; any other is refused by core with
  *               DLOCK_EUNSUPPORTED before it reaches the backend.
+ * [B-CANCEL-1]  An acquire may be cancelled (dlock_cancel_fire(),
+ *               dlock_client_shutdown()) from any thread or a signal
+ *               handler. A call that may block longer than one round trip
+ *               (a native wait in acquire(), and wait()) watches the
+ *               descriptors of dlock_session_cancel_fds() beside its own
+ *               (dlock_session_poll() does both) and, once
+ *               dlock_session_cancelled() is non-zero, returns that code
+ *               within 100 ms, leaving nothing granted: a grant that raced
+ *               the interruption is released (owner-checked) or its
+ *               connection dropped (DLOCK_ECONNECT from the cleanup marks
+ *               the session broken, so core closes it) before returning.
+ *               A one-attempt call need not look. Core checks the flag
+ *               itself around every call and releases a grant that came
+ *               back after a cancel.
+ * [B-QUEUED-1]  A fair mode (DLOCK_CAP_FAIR) whose acquire() queues the
+ *               request at the server and then waits calls
+ *               dlock_session_queued() once it is queued (node created,
+ *               key put), so core can start the next asynchronous acquire
+ *               only after it, and arrival order is kept.
  * [B-LEASE-1]   A backend whose lock is a server session reads the
  *               parameter session_timeout= (in its params): when the URI
  *               gives it and no lease=, core sets uri->lease_ms to it, so
@@ -311,6 +330,44 @@ DLOCK_API void dlock_session_watch(struct dlock_session *s, int fd);
  * stays unusable after its holder went silent without closing.
  */
 DLOCK_API uint32_t dlock_server_timeout_ms(uint32_t lease_ms);
+
+/**
+ * Has the acquire that the current call on s serves been cancelled
+ * [B-CANCEL-1]? 0 when not (or outside an acquire), DLOCK_ECANCELED when
+ * its own dlock_cancel fired, DLOCK_ECLOSED when the client was shut down.
+ * An atomic load: cheap enough for every turn of a wait loop.
+ * Threads: the thread of the current call on s.
+ */
+DLOCK_API int dlock_session_cancelled(struct dlock_session *s);
+
+/**
+ * The descriptors that become readable (POLLIN, and stay so) once the
+ * current call on s is cancelled: at most 2, written to fds (cap >= 2);
+ * returns how many. Add them to the call's own poll set; never read them.
+ * Threads: the thread of the current call on s.
+ */
+DLOCK_API size_t dlock_session_cancel_fds(struct dlock_session *s, int *fds,
+                                          size_t cap);
+
+/**
+ * Wait until fd (-1: none, only time and cancel) is ready for events, the
+ * deadline (dlock_now_ms() clock; INT64_MAX: none) passes, or the current
+ * call is cancelled. Retries EINTR.
+ * @return the fd's revents (> 0), 0 when the deadline passed, or
+ *         DLOCK_ECANCELED / DLOCK_ECLOSED (dlock_session_cancelled()), or
+ *         DLOCK_ERROR when poll() fails.
+ * Threads: the thread of the current call on s.
+ */
+DLOCK_API int dlock_session_poll(struct dlock_session *s, int fd,
+                                 short events, int64_t deadline_ms);
+
+/**
+ * The current acquire() on s has queued its request at the server (a fair
+ * mode's node or key exists) and is about to wait [B-QUEUED-1]. Cheap;
+ * does nothing outside an asynchronous acquire.
+ * Threads: the thread of the current call on s.
+ */
+DLOCK_API void dlock_session_queued(struct dlock_session *s);
 
 /** Set FD_CLOEXEC on fd [B-EXEC-1]; DLOCK_OK or DLOCK_ERROR (errno). */
 DLOCK_API int dlock_fd_cloexec(int fd);

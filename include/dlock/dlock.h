@@ -70,7 +70,8 @@ DLOCK_API const char *dlock_version(void);
     XX(ECLOSED, -12, "the client was closed")                               \
     XX(EAUTH, -13, "the server refused the credentials: user or password")  \
     XX(ENOENT, -14, "what the URI names does not exist (a directory...)")   \
-    XX(EACCES, -15, "no permission to create or open the lock (a file...)")
+    XX(EACCES, -15, "no permission to create or open the lock (a file...)") \
+    XX(ECANCELED, -16, "cancelled before the lock was granted")
 
 typedef enum {
     DLOCK_OK = 0,
@@ -156,16 +157,25 @@ typedef struct dlock_lock dlock_lock;
  */
 typedef void (*dlock_log_fn)(int level, const char *msg, void *payload);
 
+/* dlock_client_options.flags */
+/* Queue every callback (dlock_acquire_async()'s done, on_lost) instead of
+ * running it on dlock's threads; the application runs them with
+ * dlock_client_dispatch() when dlock_client_event_fd() is readable. */
+#define DLOCK_CLIENT_QUEUE_CALLBACKS (1u << 0)
+
 typedef struct {
     unsigned int version; /* DLOCK_CLIENT_OPTIONS_VERSION */
     dlock_log_fn log;     /* NULL: no logging */
     int log_level;        /* DLOCK_LOG_*: the most verbose level passed */
     void *payload;        /* passed to log */
+    /* ---- version 2 ---- */
+    uint32_t flags;       /* DLOCK_CLIENT_* */
 } dlock_client_options;
 
-#define DLOCK_CLIENT_OPTIONS_VERSION 1
+/* Version 1 structs (without flags) are still accepted. */
+#define DLOCK_CLIENT_OPTIONS_VERSION 2
 #define DLOCK_CLIENT_OPTIONS_INIT \
-    { DLOCK_CLIENT_OPTIONS_VERSION, NULL, DLOCK_LOG_WARN, NULL }
+    { DLOCK_CLIENT_OPTIONS_VERSION, NULL, DLOCK_LOG_WARN, NULL, 0 }
 
 /**
  * Open a client on a backend URI and connect its first session.
@@ -193,12 +203,30 @@ DLOCK_API int dlock_client_open(dlock_client **out, const char *uri,
 /**
  * Release every lock still held through this client, stop its watchdog,
  * disconnect, and free it. Handles made from it stay valid memory until
- * dlock_lock_free(); their calls return DLOCK_ECLOSED. Accepts NULL.
+ * dlock_lock_free(); their calls return DLOCK_ECLOSED. Asynchronous
+ * acquires still pending end first: their done callbacks run (on the
+ * acquire threads, or here, before close returns, with
+ * DLOCK_CLIENT_QUEUE_CALLBACKS) with DLOCK_ECLOSED or the result they
+ * already had. Accepts NULL.
  *
  * Threads: when no other thread is inside a call on this client or its
- * handles.
+ * handles (dlock's own acquire threads excepted); to stop threads blocked
+ * in acquires first, call dlock_client_shutdown() and let them return.
  */
 DLOCK_API void dlock_client_close(dlock_client *c);
+
+/**
+ * Wake every acquire in progress on c, synchronous or asynchronous: they,
+ * and every acquire started later, return DLOCK_ECLOSED holding nothing
+ * (a grant that raced the shutdown is released first). Locks already held
+ * stay held until dlock_release() or dlock_client_close(). Sticky: there
+ * is no way back. Makes no call into a backend, so a server that does not
+ * answer cannot delay it.
+ *
+ * Threads: any, and async-signal-safe (an atomic store and one write() to
+ * an eventfd), so a SIGINT or SIGTERM handler may call it.
+ */
+DLOCK_API void dlock_client_shutdown(dlock_client *c);
 
 /**
  * Why the last client-wide call (dlock_client_open(), dlock_lock_new(),
@@ -275,7 +303,9 @@ DLOCK_API int dlock_backend_modes(const char *uri, dlock_mode_info *out,
  * Called once when a held lock is found lost (a renewal failed or the lease
  * ran out). Runs on the watchdog thread (or inside dlock_renew(), when that
  * is what finds it): thread-safe, short, and never calling back into the
- * same client; dlock_held(lk) is already false.
+ * same client; dlock_held(lk) is already false. With
+ * DLOCK_CLIENT_QUEUE_CALLBACKS it is queued instead and runs in
+ * dlock_client_dispatch(), where it may call into dlock; why is copied.
  */
 typedef void (*dlock_lost_fn)(dlock_lock *lk, int code, const char *why,
                               void *payload);
@@ -334,6 +364,119 @@ DLOCK_API int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms);
 
 /** dlock_acquire(lk, 0). */
 DLOCK_API int dlock_try_acquire(dlock_lock *lk);
+
+/* ------------------------------------------------------------------------ */
+/* Cancelling an acquire                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A cancellation source: one flag that, once fired, stays fired. */
+typedef struct dlock_cancel dlock_cancel;
+
+/**
+ * Make a cancellation source (an atomic flag and an eventfd, both
+ * close-on-exec). One source may be watched by any number of acquires, in
+ * any number of clients, at once.
+ * @param out  the new source, or NULL on failure
+ * @return DLOCK_OK, DLOCK_EINVAL (out NULL), DLOCK_ENOMEM (no memory or
+ *         no descriptor left).
+ * Threads: any.
+ */
+DLOCK_API int dlock_cancel_new(dlock_cancel **out);
+
+/**
+ * Fire the source: every acquire watching it returns DLOCK_ECANCELED
+ * within 100 ms, holding nothing, and every later acquire watching it
+ * returns DLOCK_ECANCELED at once. Sticky; firing twice is harmless.
+ * Accepts NULL.
+ *
+ * Threads: any, and async-signal-safe (an atomic store and one write()),
+ * so a SIGINT handler may call it.
+ */
+DLOCK_API void dlock_cancel_fire(dlock_cancel *cx);
+
+/** 1 once the source was fired, else 0 (also for NULL). Threads: any;
+ * async-signal-safe. */
+DLOCK_API int dlock_cancel_fired(const dlock_cancel *cx);
+
+/**
+ * Free the source. Accepts NULL. Threads: once no acquire watches it any
+ * more (an async acquire watches it until its done callback has run).
+ */
+DLOCK_API void dlock_cancel_free(dlock_cancel *cx);
+
+/**
+ * dlock_acquire() watching cx (NULL: no source of its own; the client's
+ * shutdown is watched in any case). If cx was fired before the call or is
+ * fired during the wait, the call returns DLOCK_ECANCELED within 100 ms
+ * holding nothing: a grant that raced the cancel (the server granted the
+ * lock as the wait was interrupted) is released before returning, and a
+ * cancel seen after a grant but before the call returns also gives up that
+ * grant. A reentrant acquire (the handle already holds the lock) does no
+ * waiting and is not cancelled. dlock_client_shutdown() gives
+ * DLOCK_ECLOSED the same way, and wins when both fired.
+ *
+ * @return as dlock_acquire(), plus DLOCK_ECANCELED.
+ * Threads: as dlock_acquire(); cx may be fired from any thread or a
+ * signal handler.
+ */
+DLOCK_API int dlock_acquire_cancellable(dlock_lock *lk, uint32_t timeout_ms,
+                                        dlock_cancel *cx);
+
+/* ------------------------------------------------------------------------ */
+/* Asynchronous acquire, and callbacks run from the caller's event loop     */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Called once when an asynchronous acquire ends, with its result (what
+ * dlock_acquire_cancellable() would have returned: DLOCK_OK, DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, DLOCK_ECLOSED, ...). Runs on one of the client's acquire
+ * threads, or, with DLOCK_CLIENT_QUEUE_CALLBACKS, in dlock_client_dispatch().
+ * The handle is the caller's again when it runs: it may release, free, or
+ * acquire again (dlock_lock_errmsg(lk) explains a failure).
+ */
+typedef void (*dlock_done_fn)(dlock_lock *lk, int rc, void *payload);
+
+/**
+ * Start an acquire and return at once; done(lk, rc, payload) runs exactly
+ * once when it ends, also on DLOCK_ECANCELED, DLOCK_ECLOSED and
+ * DLOCK_ETIMEDOUT. The handle belongs to the acquire until done runs: make
+ * no other call on it meanwhile. A first version: a small pool of threads
+ * per client (at most 8, started as needed) drives the blocking acquire;
+ * acquires start in the order of the calls, and in a fair mode
+ * (DLOCK_CAP_FAIR) each is queued at the server before the next starts.
+ * dlock_client_close() completes every pending one with DLOCK_ECLOSED
+ * before it returns.
+ *
+ * @param cx  watched as by dlock_acquire_cancellable(); NULL for none.
+ *            It must outlive the acquire.
+ * @return DLOCK_OK if started; else an immediate error (DLOCK_EINVAL,
+ *         DLOCK_ECLOSED, DLOCK_ENOMEM...), and then done is not called.
+ * Threads: any; one acquire at a time per handle.
+ */
+DLOCK_API int dlock_acquire_async(dlock_lock *lk, uint32_t timeout_ms,
+                                  dlock_cancel *cx, dlock_done_fn done,
+                                  void *payload);
+
+/**
+ * With DLOCK_CLIENT_QUEUE_CALLBACKS: a descriptor that is readable while
+ * callbacks wait in the client's queue (poll it for POLLIN, or add it to
+ * epoll, libuv, libevent, GLib or asyncio), then call
+ * dlock_client_dispatch(). Owned by the client: do not close or read it.
+ * @return the descriptor, or -1 without the flag (or c NULL).
+ * Threads: any.
+ */
+DLOCK_API int dlock_client_event_fd(dlock_client *c);
+
+/**
+ * Run the queued callbacks (async done, on_lost) in the order they were
+ * queued, on the calling thread; the event descriptor stops being
+ * readable once the queue is empty. Callbacks run here may call back into
+ * dlock (release, acquire again, start another async acquire).
+ * @return how many ran (0 without the flag).
+ * Threads: any, one thread at a time per client.
+ */
+DLOCK_API int dlock_client_dispatch(dlock_client *c);
+
 
 /**
  * Drop one level; the last level cancels the renewal (synchronously, so a
