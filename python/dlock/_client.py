@@ -1,13 +1,16 @@
 """dlock._client: Client and Lock over the C library (dlock/dlock.h).
 
-Divisions: helpers; callbacks from C; Client; Lock; interruptible waits.
+Divisions: helpers; callbacks from C; Client; Lock; interruptible waits;
+asyncio.
 
 Threads: as in C, a Client is shared by any number of threads and a Lock
 is used by one thread at a time. Every C call releases the GIL (cffi does
 that for each call), so a thread blocked in acquire() never stops others.
 """
+import asyncio
 import logging
 import os
+import sys
 import threading
 import time
 import traceback
@@ -75,7 +78,7 @@ def _caps(bits):
 
 def _report(what):
     try:
-        print('dlock: exception in %s callback:' % what)
+        sys.stderr.write('dlock: exception in %s callback:\n' % what)
         traceback.print_exc()
     except Exception:  # stderr closed at exit: nothing left to do
         pass
@@ -97,6 +100,17 @@ def _dlock_py_log(level, msg, payload):
         _report('log')
 
 
+def _dlock_py_done(lk, rc, payload):
+    try:
+        ffi.from_handle(payload).done(rc)
+    except Exception:
+        _report('acquire_async')
+
+
+if HAS_ASYNC:
+    ffi.def_extern()(_dlock_py_done)
+
+
 class _LostState:
     """What on_lost reaches: the event, the user's callback, the Lock.
 
@@ -112,11 +126,14 @@ class _LostState:
         self.why = None
 
     def fire(self, code, why):
+        # The callback first: once lost is set, on_lost has run.
         self.code, self.why = code, why
-        self.event.set()
-        lock = self.lock()
-        if self.callback is not None and lock is not None:
-            self.callback(lock, code, why)
+        try:
+            lock = self.lock()
+            if self.callback is not None and lock is not None:
+                self.callback(lock, code, why)
+        finally:
+            self.event.set()
 
 
 # Clients still open, closed at exit before Python's finalisation starts, so
@@ -191,6 +208,7 @@ class Client:
             opts.flags |= lib.DLOCK_CLIENT_QUEUE_CALLBACKS
         self.queue_callbacks = bool(queue_callbacks)
         self._dispatch_lock = threading.Lock()
+        self._loops = weakref.WeakSet()
         c_uri = ffi.NULL if not uri else _bytes(uri, 'uri')
         rc = lib.dlock_client_open(self._ptr, c_uri, opts)
         if rc != 0:
@@ -222,6 +240,10 @@ class Client:
         its locks meanwhile. In a forked child it only forgets the client.
         """
         _open_clients.discard(self)
+        if not self.closed and os.getpid() == self._pid:
+            for loop in list(self._loops):
+                if not loop.is_closed():
+                    loop.remove_reader(lib.dlock_client_event_fd(self._c))
         self._finalizer()
 
     @property
@@ -283,8 +305,19 @@ class Client:
         dispatch() (queue_callbacks=True only)."""
         fd = lib.dlock_client_event_fd(self._c)
         if fd < 0:
-            self._raise(fd)
+            raise error_for(lib.DLOCK_EINVAL, 'event_fd: the client was not '
+                            'opened with queue_callbacks=True')
         return fd
+
+    def attach(self, loop=None):
+        """Run this client's queued callbacks from an asyncio loop (the
+        running one by default): loop.add_reader(event_fd(), dispatch).
+        Done by the first acquire_async(); on_lost of a queue_callbacks
+        client runs only once a loop (or the caller) dispatches."""
+        loop = loop or asyncio.get_running_loop()
+        if self.queue_callbacks and loop not in self._loops:
+            loop.add_reader(self.event_fd(), self.dispatch)
+            self._loops.add(loop)
 
     def dispatch(self):
         """Run the queued callbacks; returns how many ran."""
@@ -384,18 +417,7 @@ class Lock:
         main thread cancels the wait (nothing stays held) and raises
         KeyboardInterrupt.
         """
-        if not blocking:
-            if timeout != -1:
-                raise ValueError("can't specify a timeout for a "
-                                 "non-blocking call")
-            ms = 0
-        elif timeout is None or timeout == -1:
-            ms = lib.DLOCK_WAIT_FOREVER
-        elif isinstance(timeout, (int, float)) and timeout >= 0:
-            ms = min(int(round(timeout * 1000)), lib.DLOCK_WAIT_FOREVER - 1)
-        else:
-            raise ValueError('timeout: expected -1 or seconds >= 0, got %r'
-                             % (timeout,))
+        ms = _timeout_ms(blocking, timeout)
         lk = self._c
         self._state.event.clear()
         if ms == 0:
@@ -467,6 +489,60 @@ class Lock:
         ms = lib.dlock_lock_remaining(self._c)
         return None if ms == lib.DLOCK_WAIT_FOREVER else ms / 1000.0
 
+    # -- asyncio --
+
+    async def acquire_async(self, timeout=-1):
+        """acquire() for asyncio: True when granted, False on timeout.
+
+        The wait runs on the client's acquire threads (dlock_acquire_async)
+        and completes a future on the loop, through the client's event
+        descriptor when it queues callbacks, else call_soon_threadsafe.
+        Cancelling the task cancels the wait; a grant that raced it is
+        released before CancelledError goes on.
+        """
+        if not HAS_ASYNC:
+            raise error_for(lib.DLOCK_EUNSUPPORTED, 'acquire_async: this '
+                            'libdlock has no dlock_acquire_async')
+        ms = _timeout_ms(True, timeout)
+        lk = self._c
+        loop = asyncio.get_running_loop()
+        self.client.attach(loop)
+        op = _AsyncAcquire(loop, self.client.queue_callbacks)
+        self._state.event.clear()
+        rc = lib.dlock_acquire_async(lk, ms, op.cx, lib._dlock_py_done,
+                                     op.handle)
+        if rc != 0:
+            raise self._error(rc)
+        _pending.add(op)
+        try:
+            rc = await asyncio.shield(op.future)
+        except asyncio.CancelledError:
+            lib.dlock_cancel_fire(op.cx)
+            while not op.future.done():
+                try:
+                    await asyncio.shield(op.future)
+                except asyncio.CancelledError:
+                    pass
+            if op.future.result() == 0:
+                lib.dlock_release(lk)
+            raise
+        if rc == 0:
+            return True
+        if rc in (lib.DLOCK_EBUSY, lib.DLOCK_ETIMEDOUT):
+            return False
+        raise self._error(rc)
+
+    async def __aenter__(self):
+        if not await self.acquire_async(-1 if self.blocking_timeout is None
+                                        else self.blocking_timeout):
+            raise error_for(lib.DLOCK_ETIMEDOUT,
+                            '%r not granted within %ss'
+                            % (self.name, self.blocking_timeout))
+        return self
+
+    async def __aexit__(self, typ, exc, tb):
+        self.__exit__(typ, exc, tb)
+
     # -- with --
 
     def __enter__(self):
@@ -487,6 +563,21 @@ class Lock:
             # Keep the block's own exception; say what release found.
             if hasattr(exc, 'add_note'):
                 exc.add_note('dlock: release failed too: %s' % e)
+
+
+def _timeout_ms(blocking, timeout):
+    """threading.Lock's (blocking, timeout) in dlock's milliseconds."""
+    if not blocking:
+        if timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        return 0
+    if timeout is None or timeout == -1:
+        return lib.DLOCK_WAIT_FOREVER
+    if isinstance(timeout, (int, float)) and not isinstance(
+            timeout, bool) and timeout >= 0:
+        return min(int(round(timeout * 1000)), lib.DLOCK_WAIT_FOREVER - 1)
+    raise ValueError('timeout: expected -1 or seconds >= 0, got %r'
+                     % (timeout,))
 
 
 # ---- interruptible waits -----------------------------------------------------
@@ -513,26 +604,32 @@ def _wait_interruptibly(lock, lk, ms):
         raise error_for(rc)
     cx = ffi.gc(cx_out[0], lib.dlock_cancel_free)
     result = []
-    t = threading.Thread(
-        target=lambda: result.append(
-            lib.dlock_acquire_cancellable(lk, ms, cx)),
-        name='dlock-acquire %s' % (lock.name,), daemon=True)
-    t.start()
+    done = threading.Event()
+
+    def run():
+        try:
+            result.append(lib.dlock_acquire_cancellable(lk, ms, cx))
+        finally:
+            done.set()
+
+    # Not Thread.join(): in Python 3.11 a join interrupted by Ctrl-C may
+    # mark a live thread stopped (bpo-45274's fix), and is_alive() lies.
+    threading.Thread(target=run, name='dlock-acquire %s' % (lock.name,)).start()
     try:
-        t.join()
+        done.wait()
     except BaseException:
         lib.dlock_cancel_fire(cx)
-        _join_through_signals(t)
+        _wait_through_signals(done)
         if result and result[0] == 0:
             lib.dlock_release(lk)
         raise
     return result[0]
 
 
-def _join_through_signals(t):
-    while t.is_alive():
+def _wait_through_signals(done):
+    while not done.is_set():
         try:
-            t.join()
+            done.wait()
         except BaseException:  # a second Ctrl-C: still wait for C
             pass
 
@@ -549,3 +646,36 @@ def _wait_in_slices(lk, ms):
         rc = lib.dlock_acquire(lk, max(0, min(left, 50)))
         if rc not in (lib.DLOCK_ETIMEDOUT, lib.DLOCK_EBUSY) or left <= 50:
             return rc
+
+
+# ---- asyncio -----------------------------------------------------------------
+
+# Acquires started and not yet done: C holds their handles.
+_pending = set()
+
+
+class _AsyncAcquire:
+    """One dlock_acquire_async(): its cancel token, and the future that
+    its done callback completes on the loop."""
+
+    def __init__(self, loop, on_loop):
+        out = ffi.new('dlock_cancel **')
+        rc = lib.dlock_cancel_new(out)
+        if rc != 0:
+            raise error_for(rc)
+        self.cx = ffi.gc(out[0], lib.dlock_cancel_free)
+        self.loop = loop
+        self.on_loop = on_loop  # done runs in dispatch(), on the loop
+        self.future = loop.create_future()
+        self.handle = ffi.new_handle(self)
+
+    def done(self, rc):
+        if self.on_loop:
+            self._complete(rc)
+        else:
+            self.loop.call_soon_threadsafe(self._complete, rc)
+
+    def _complete(self, rc):
+        _pending.discard(self)
+        if not self.future.done():
+            self.future.set_result(rc)

@@ -147,3 +147,14 @@ def lose(uri, name):
     else:
         return None
     return True
+
+
+@pytest.fixture
+def file_uri(request, _tmpdir):
+    """A file:// URI, for the tests of the package itself (no server): run
+    in the pytest run that has file:// among its --uri (or none)."""
+    specs = request.config.getoption('uri')
+    if specs and not any(s.split('=', 1)[1].startswith('file:')
+                         for s in specs):
+        pytest.skip('package tests run with the file:// URIs')
+    return 'file://' + _tmpdir

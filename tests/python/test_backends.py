@@ -4,6 +4,7 @@
 Safety is judged from what happened (hold intervals, an unfenced counter,
 another handle's try-acquire), never from owned() alone.
 """
+import asyncio
 import os
 import signal
 import subprocess
@@ -169,7 +170,7 @@ def test_lost_when_the_holder_stops(client, uri, name):
         assert lk.acquire(timeout=10)
         print('held', flush=True)
         print('lost' if lk.lost.wait(30) else 'not lost', flush=True)
-    ''', "{'on_lost': lambda l, c, w: print('on_lost', c, flush=True)}")
+    ''', "{'on_lost': lambda l, c, w: sys.stdout.write('on_lost %d\\n' % c)}")
     try:
         assert child.stdout.readline() == 'held\n'
         child.send_signal(signal.SIGSTOP)
@@ -182,3 +183,67 @@ def test_lost_when_the_holder_stops(client, uri, name):
     finally:
         child.kill()
         child.wait(30)
+
+
+# ---- asyncio ---------------------------------------------------------------------
+
+@pytest.mark.parametrize('queued', [True, False], ids=['queued', 'threads'])
+def test_asyncio_100_tasks_keep_mutual_exclusion(uri, name, queued):
+    """100 tasks, a Lock each, on one name: hold intervals never overlap
+    and a counter read before and written after an await loses nothing."""
+    n = 100 if queued else 20  # the thread-completed path: a shorter run
+    holds, counter = [], [0]
+
+    async def task(c):
+        lk = c.lock(name)
+        async with lk:
+            start = time.monotonic()
+            seen = counter[0]
+            await asyncio.sleep(0.001)  # other tasks run meanwhile
+            counter[0] = seen + 1
+            holds.append((start, time.monotonic()))
+        lk.close()
+
+    async def main():
+        with dlock.Client(uri, queue_callbacks=queued) as c:
+            t0 = time.monotonic()
+            await asyncio.wait_for(
+                asyncio.gather(*(task(c) for _ in range(n))), 120)
+            print('%d tasks through one lock in %.0f ms (%s)'
+                  % (n, (time.monotonic() - t0) * 1000,
+                     'queued callbacks' if queued else 'threads'))
+
+    asyncio.run(main())
+    assert counter[0] == n
+    holds.sort()
+    for (s0, e0), (s1, e1) in zip(holds, holds[1:]):
+        assert s1 >= e0, 'two tasks held the lock at once'
+
+
+def test_asyncio_cancel_and_timeout(client, uri, name):
+    holder = client.lock(name)
+    assert holder.acquire(timeout=5)
+
+    async def main():
+        waiter = client.lock(name)
+        t0 = time.monotonic()
+        assert await waiter.acquire_async(timeout=0.3) is False
+        took = time.monotonic() - t0
+        assert 0.25 <= took <= 0.35, took
+        task = asyncio.ensure_future(waiter.acquire_async(timeout=10))
+        await asyncio.sleep(0.3)
+        t0 = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        took = time.monotonic() - t0
+        print('task.cancel() to CancelledError: %.1f ms' % (took * 1000))
+        assert took < 0.2
+        assert not waiter.owned()
+
+    asyncio.run(main())
+    holder.release()
+    time.sleep(0.1)
+    other = client.lock(name)
+    assert other.acquire(blocking=False), 'the cancelled waiter got it'
+    other.release()
