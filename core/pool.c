@@ -126,6 +126,24 @@ int dlock_session_poll(struct dlock_session *s, int fd, short events,
                               deadline_ms);
 }
 
+int dlock_session_cond_wait(struct dlock_session *s, void *cond, void *mutex,
+                            int64_t deadline_ms)
+{
+    const struct dlock__call *call = sess_call(s);
+    int64_t slice = dlock_now_ms() + DLOCK_CANCEL_SLICE_MS;
+    struct timespec ts;
+    int code;
+
+    if (call != NULL && (code = dlock__cancelled(&call->cx)) != 0)
+        return code;
+    /* Without an acquire to watch there is nothing to slice for. */
+    ts = dlock_deadline_timespec(call == NULL || deadline_ms < slice
+                                     ? deadline_ms
+                                     : slice);
+    pthread_cond_timedwait(cond, mutex, &ts);
+    return call != NULL ? dlock__cancelled(&call->cx) : 0;
+}
+
 void dlock_session_queued(struct dlock_session *s)
 {
     const struct dlock__call *call = sess_call(s);

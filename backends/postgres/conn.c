@@ -319,6 +319,29 @@ static int pg_io_fail(struct pg_session *s, struct pg_res *res, int w)
 }
 
 /*
+ * The acquire this statement serves was cancelled [B-CANCEL-1]: ask the
+ * server to cancel it (PQcancel opens a connection of its own and sends
+ * the cancel key; the lock wait then ends with SQLSTATE 57014). The
+ * statement may have been granted just before: its results are read all
+ * the same, and core releases a grant that came back after a cancel.
+ * Returns the new deadline for those results: the I/O timeout, since the
+ * caller's may be "never".
+ */
+static int64_t pg_interrupt(struct pg_session *s)
+{
+    PGcancel *pc = PQgetCancel(s->conn);
+    char err[256];
+
+    if (pc != NULL) {
+        if (!PQcancel(pc, err, (int)sizeof err))
+            dlock_session_log(&s->base, DLOCK_LOG_INFO,
+                              "postgres: cancel request failed: %s", err);
+        PQfreeCancel(pc);
+    }
+    return dlock__pg_deadline(s->cf);
+}
+
+/*
  * DLOCK_OK: every statement ran, res->r[i] holds each result (the caller
  * clears them). PG_SQLERR: statement res->failed failed with res->state
  * (the rest were skipped; an explicit transaction is left in its failed
@@ -330,6 +353,7 @@ int dlock__pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
 {
     PGconn *c = s->conn;
     int qi = 0, w;
+    bool interrupted = false;
 
     memset(res, 0, sizeof *res);
     res->failed = -1;
@@ -352,8 +376,17 @@ int dlock__pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
     for (;;) {
         PGresult *r;
         while (PQisBusy(c)) {
-            if ((w = pg_poll(PQsocket(c), POLLIN, deadline)) <= 0)
-                return pg_io_fail(s, res, w);
+            /* A wait of the acquire watches its cancel, once. */
+            w = interrupted ? pg_poll(PQsocket(c), POLLIN, deadline)
+                            : dlock_session_poll(&s->base, PQsocket(c),
+                                                 POLLIN, deadline);
+            if (w == DLOCK_ECANCELED || w == DLOCK_ECLOSED) {
+                interrupted = true;
+                deadline = pg_interrupt(s);
+                continue;
+            }
+            if (w <= 0)
+                return pg_io_fail(s, res, w == DLOCK_ERROR ? -1 : w);
             if (!PQconsumeInput(c))
                 return pg_broken(s, res, NULL);
         }

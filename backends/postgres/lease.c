@@ -116,7 +116,7 @@ static int lease_wait(struct dlock_session *ds,
 
     dlock__pg_digest(s->cf, req->name, req->name_len, d);
     k = dlock__pg_key64(d);
-    return dlock__pg_listen_wait(&s->x->ln, k,
+    return dlock__pg_listen_wait(&s->base, &s->x->ln, k,
                                  s->seen_valid && s->seen_key == k,
                                  s->seen_seq, max_ms);
 }

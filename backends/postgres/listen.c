@@ -289,17 +289,19 @@ bool dlock__pg_listen_seq(struct pg_listener *ln, uint64_t key, uint64_t *seq)
     return ok;
 }
 
-int dlock__pg_listen_wait(struct pg_listener *ln, uint64_t key, bool have_seq,
-                   uint64_t seq, uint32_t max_ms)
+int dlock__pg_listen_wait(struct dlock_session *s, struct pg_listener *ln,
+                          uint64_t key, bool have_seq, uint64_t seq,
+                          uint32_t max_ms)
 {
     int64_t end = dlock_now_ms() + max_ms;
-    struct timespec ts = dlock_deadline_timespec(end);
     struct pg_chan *c;
 
     pthread_mutex_lock(&ln->mu);
     if (!ensure_started(ln)) {
         /* No listener: sleep the pause out, as core would. */
-        pthread_cond_timedwait(&ln->cv, &ln->mu, &ts);
+        while (!ln->stop && dlock_now_ms() < end &&
+               dlock_session_cond_wait(s, &ln->cv, &ln->mu, end) == 0)
+            ;
         pthread_mutex_unlock(&ln->mu);
         return DLOCK_OK;
     }
@@ -324,12 +326,15 @@ int dlock__pg_listen_wait(struct pg_listener *ln, uint64_t key, bool have_seq,
          * effect, then let core try again (a release before it would be
          * lost otherwise). */
         while (c->state != PG_CHAN_ACTIVE && !ln->stop &&
-               dlock_now_ms() < end)
-            pthread_cond_timedwait(&ln->cv, &ln->mu, &ts);
+               dlock_now_ms() < end &&
+               dlock_session_cond_wait(s, &ln->cv, &ln->mu, end) == 0)
+            ;
     } else {
+        /* Woken by a NOTIFY, or every 20 ms for a cancel [B-CANCEL-1]. */
         while (c->seq == seq && c->state == PG_CHAN_ACTIVE && !ln->stop &&
-               dlock_now_ms() < end)
-            pthread_cond_timedwait(&ln->cv, &ln->mu, &ts);
+               dlock_now_ms() < end &&
+               dlock_session_cond_wait(s, &ln->cv, &ln->mu, end) == 0)
+            ;
     }
     c->waiters--;
     c->last_used = dlock_now_ms();

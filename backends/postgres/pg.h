@@ -280,8 +280,9 @@ bool dlock__pg_listen_seq(struct pg_listener *ln, uint64_t key,
  * listener thread on first use. DLOCK_OK (or DLOCK_ENOMEM): a listener
  * that cannot connect makes waits run their full time, and core polls.
  */
-int dlock__pg_listen_wait(struct pg_listener *ln, uint64_t key,
-                          bool have_seq, uint64_t seq, uint32_t max_ms);
+int dlock__pg_listen_wait(struct dlock_session *s, struct pg_listener *ln,
+                          uint64_t key, bool have_seq, uint64_t seq,
+                          uint32_t max_ms);
 
 /* ---- bound.c ---- */
 

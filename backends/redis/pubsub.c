@@ -307,18 +307,15 @@ void dlock__rd_pubsub_stop(struct dlock__rd_pubsub *ps)
 
 /* ---- wait() ------------------------------------------------------------------------------- */
 
-/* Sleep on c until its generation moves past gen0, deadline, or stop.
- * Under mu. */
-static void chan_sleep(struct dlock__rd_pubsub *ps, struct dlock__rd_chan *c,
-                       uint64_t gen0, int64_t deadline)
+/* Sleep on c until its generation moves past gen0, deadline, stop, or a
+ * cancel of the acquire on s [B-CANCEL-1]. Under mu. */
+static void chan_sleep(struct dlock_session *s, struct dlock__rd_pubsub *ps,
+                       struct dlock__rd_chan *c, uint64_t gen0,
+                       int64_t deadline)
 {
-    while (c->gen == gen0 && !ps->stop) {
-        struct timespec ts = {(time_t)(deadline / 1000),
-                              (long)(deadline % 1000) * 1000000L};
-        if (dlock_now_ms() >= deadline ||
-            pthread_cond_timedwait(&c->cv, &ps->mu, &ts) == ETIMEDOUT)
+    while (c->gen == gen0 && !ps->stop && dlock_now_ms() < deadline)
+        if (dlock_session_cond_wait(s, &c->cv, &ps->mu, deadline) != 0)
             break;
-    }
 }
 
 /*
@@ -371,13 +368,9 @@ int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
         if (c->state == RD_CH_NONE)
             ps_wake(ps);
         while (c->state != RD_CH_SUBSCRIBED && ps->epoch == epoch0 &&
-               !ps->stop) {
-            struct timespec ts = {(time_t)(deadline / 1000),
-                                  (long)(deadline % 1000) * 1000000L};
-            if (dlock_now_ms() >= deadline ||
-                pthread_cond_timedwait(&c->cv, &ps->mu, &ts) == ETIMEDOUT)
+               !ps->stop && dlock_now_ms() < deadline)
+            if (dlock_session_cond_wait(s, &c->cv, &ps->mu, deadline) != 0)
                 break;
-        }
         if (c->state != RD_CH_SUBSCRIBED)
             goto out; /* pub/sub unreachable: core retries the lock */
     }
@@ -403,7 +396,7 @@ int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
     } else {
         pthread_mutex_lock(&ps->mu);
     }
-    chan_sleep(ps, c, gen0, deadline);
+    chan_sleep(s, ps, c, gen0, deadline);
 out:
     if (--c->refs == 0) {
         c->idle_since_ms = dlock_now_ms();

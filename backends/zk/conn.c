@@ -333,16 +333,17 @@ int dlock__zk_ready(struct zk_session *zs, struct zk_conn *c, int64_t deadline)
                                (long long)(waited > 0 ? waited : 0));
 }
 
-/* Wait until the watched node goes, the session changes state, or the
- * deadline; w is on c->waiters meanwhile. */
-void dlock__zk_sleep(struct zk_conn *c, struct zk_waiter *w, uint64_t gen,
-                     int64_t deadline)
+/* Wait until the watched node goes, the session changes state, the
+ * deadline, or the acquire on s is cancelled [B-CANCEL-1] (the condition
+ * is waited on in slices: no server traffic); w is on c->waiters
+ * meanwhile. */
+void dlock__zk_sleep(struct dlock_session *s, struct zk_conn *c,
+                     struct zk_waiter *w, uint64_t gen, int64_t deadline)
 {
-    struct timespec ts = dlock_deadline_timespec(deadline);
-
     pthread_mutex_lock(&c->mu);
     while (!w->fired && c->gen == gen && dlock_now_ms() < deadline)
-        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        if (dlock_session_cond_wait(s, &c->cv, &c->mu, deadline) != 0)
+            break;
     pthread_mutex_unlock(&c->mu);
 }
 

@@ -279,8 +279,16 @@ requeue:
     rc = zk_enqueue(zs, c, req, guid, shared, &czxid, &doubt);
     if (rc != DLOCK_OK)
         goto out;
+    if (deadline != 0)
+        dlock_session_queued(s); /* [B-QUEUED-1] */
 
     for (;;) {
+        /* Cancelled [B-CANCEL-1]: leave the queue; if our node had just
+         * become the lowest, deleting it is the release. */
+        if ((rc = dlock_session_cancelled(s)) != 0) {
+            zk_withdraw(zs, c, zs->dir, self, guid);
+            goto out;
+        }
         if (dlock__zk_ready(zs, c, zk_limit(x, deadline)) != DLOCK_OK) {
             /* A disconnection longer than timeout= ends the attempt (core
              * retries until the deadline); our node goes when it can. */
@@ -346,7 +354,7 @@ requeue:
         dlock__zk_waiter_add(c, &w, zs->aux, &gen);
         rc = dlock__zk_get(zs, c, zs->aux, 1, dlock_now_ms() + x->timeout_ms);
         if (rc == ZOK)
-            dlock__zk_sleep(c, &w, gen, deadline);
+            dlock__zk_sleep(s, c, &w, gen, deadline);
         dlock__zk_waiter_remove(c, &w);
         if (rc != ZOK && rc != ZNONODE && !dlock__zk_in_doubt(rc)) {
             if (!dlock__zk_gone(rc))

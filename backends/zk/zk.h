@@ -284,8 +284,8 @@ int dlock__zk_ready(struct zk_session *zs, struct zk_conn *c, int64_t deadline);
 void dlock__zk_waiter_add(struct zk_conn *c, struct zk_waiter *w,
                           const char *path, uint64_t *gen);
 void dlock__zk_waiter_remove(struct zk_conn *c, struct zk_waiter *w);
-void dlock__zk_sleep(struct zk_conn *c, struct zk_waiter *w, uint64_t gen,
-                     int64_t deadline);
+void dlock__zk_sleep(struct dlock_session *s, struct zk_conn *c,
+                     struct zk_waiter *w, uint64_t gen, int64_t deadline);
 
 /* ---- call.c ------------------------------------------------------------- */
 

@@ -362,6 +362,21 @@ DLOCK_API int dlock_session_poll(struct dlock_session *s, int fd,
                                  short events, int64_t deadline_ms);
 
 /**
+ * pthread_cond_timedwait() on cond (a pthread_cond_t * made with
+ * dlock_cond_init_monotonic()) and its locked mutex (a pthread_mutex_t *)
+ * until deadline_ms, in slices of at most DLOCK_CANCEL_SLICE_MS so that a
+ * cancel of the current call is seen in time [B-CANCEL-1]: for waits on a
+ * condition another thread signals (a watcher, a pub/sub reader), where no
+ * descriptor can be polled. Returns 0 when woken, at the deadline, or
+ * spuriously (re-check the predicate and the clock, as with
+ * pthread_cond_timedwait), or DLOCK_ECANCELED / DLOCK_ECLOSED.
+ * Threads: the thread of the current call on s, holding mutex.
+ */
+#define DLOCK_CANCEL_SLICE_MS 20
+DLOCK_API int dlock_session_cond_wait(struct dlock_session *s, void *cond,
+                                      void *mutex, int64_t deadline_ms);
+
+/**
  * The current acquire() on s has queued its request at the server (a fair
  * mode's node or key exists) and is about to wait [B-QUEUED-1]. Cheap;
  * does nothing outside an asynchronous acquire.
