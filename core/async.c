@@ -54,14 +54,17 @@ static bool fair(const struct dlock_client *c)
            (DLOCK_CAP_FAIR | DLOCK_CAP_NATIVE_WAIT);
 }
 
-/* The job holding the turn is queued at the server (or finished). */
+/* The job on lk is queued at the server (or finished): if it holds the
+ * turn, pass it on. Only the holder may: a job finishing late must not
+ * free the turn of the one after it. */
 static void turn_done(void *arg)
 {
-    struct dlock__async *a = arg;
+    struct dlock_lock *lk = arg;
+    struct dlock__async *a = &lk->c->async;
 
     pthread_mutex_lock(&a->mu);
-    if (a->turn_taken) {
-        a->turn_taken = false;
+    if (a->turn == lk) {
+        a->turn = NULL;
         pthread_cond_broadcast(&a->work);
     }
     pthread_mutex_unlock(&a->mu);
@@ -80,7 +83,7 @@ static void *worker(void *arg)
         struct dlock_lock *lk;
         int rc;
 
-        while (a->head == NULL ? !a->stopping : ordered && a->turn_taken) {
+        while (a->head == NULL ? !a->stopping : ordered && a->turn != NULL) {
             a->nidle++;
             pthread_cond_wait(&a->work, &a->mu);
             a->nidle--;
@@ -92,13 +95,13 @@ static void *worker(void *arg)
         if (a->head == NULL)
             a->tail = NULL;
         if (ordered)
-            a->turn_taken = true;
+            a->turn = lk;
         pthread_mutex_unlock(&a->mu);
 
         rc = dlock__acquire(lk, lk->job_timeout, lk->job_cx,
-                            ordered ? turn_done : NULL, a);
+                            ordered ? turn_done : NULL, lk);
         if (ordered)
-            turn_done(a);
+            turn_done(lk);
         finish(lk, rc);
         pthread_mutex_lock(&a->mu);
     }

@@ -20,7 +20,9 @@ struct dlock__async {
     struct dlock_lock *head, *tail; /* jobs not yet started, FIFO */
     pthread_t threads[DLOCK__ASYNC_THREADS];
     size_t nthreads, nidle;
-    bool turn_taken;      /* a fair job is on its way to the server queue */
+    /* The fair job on its way to the server queue, or NULL: the next
+     * one starts when it is queued or finished. */
+    struct dlock_lock *turn;
     bool stopping;
 };
 

@@ -548,9 +548,19 @@ static CURLcode watch_run(struct etcd_session *es, struct watch_state *w,
                            : 2;
             continue;
         }
-        if (!done && !w->deleted &&
-            curl_multi_poll(es->multi, NULL, 0, 1000, NULL) != CURLM_OK)
-            break;
+        /* The acquire's cancel descriptors beside curl's [B-CANCEL-1]. */
+        if (!done && !w->deleted) {
+            struct curl_waitfd extra[2];
+            int cfds[2];
+            unsigned nc = (unsigned)dlock_session_cancel_fds(&es->base, cfds,
+                                                             2);
+            for (unsigned i = 0; i < nc; i++)
+                extra[i] = (struct curl_waitfd){cfds[i], CURL_WAIT_POLLIN, 0};
+            if (curl_multi_poll(es->multi, extra, nc, 1000, NULL) !=
+                    CURLM_OK ||
+                dlock_session_cancelled(&es->base) != 0)
+                break;
+        }
     }
     if (checking == 1)
         curl_multi_remove_handle(es->multi, es->check);

@@ -326,7 +326,7 @@ int dlock__etcd_acquire(struct dlock_session *s,
     int64_t t0 = dlock_now_ms(), rev = 0, first = 0, lease;
     char pred[ETCD_KEY_MAX + 1];
     size_t pred_len;
-    int rc, mine, queued = 0, second = 0, own = 0;
+    int rc, mine, queued = 0, second = 0, own = 0, told = 0;
 
     (void)retry_ms;
     if (dlock__etcd_queue_prefix(es, req->name, req->name_len) != 0)
@@ -371,6 +371,10 @@ int dlock__etcd_acquire(struct dlock_session *s,
         return granted(es, grant, lease, rev, t0);
     for (;;) {
         int64_t io = dlock_now_ms() + x->timeout_ms, slice;
+        /* Cancelled [B-CANCEL-1]: take the key out of the queue, which is
+         * also the release if it had just come first. */
+        if ((rc = dlock_session_cancelled(s)) != 0)
+            break;
         rc = predecessor(es, req, rev, io, pred, &pred_len);
         if (rc != DLOCK_OK)
             break;
@@ -399,6 +403,10 @@ int dlock__etcd_acquire(struct dlock_session *s,
                 continue;
             }
         }
+        /* In line for good (a requeue above moves the key to the back):
+         * the next acquire may queue now [B-QUEUED-1]. */
+        if (!told++)
+            dlock_session_queued(s);
         /* Watch the predecessor, waking at a third of the TTL to keep this
          * session's lease (and so its place in the queue) alive. */
         slice = dlock_now_ms() + (int64_t)x->ttl_s * 1000 / 3;

@@ -6,9 +6,14 @@
  * leases (wait_timeout), and both wait for a lock on the server, whose
  * waits end in the same way.
  *
- * Divisions: the silence limit; renewal; the end of a wait.
+ * Divisions: the silence limit; renewal; the end of a wait; a cancelled
+ * wait.
  */
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "my.h"
 
@@ -85,4 +90,70 @@ int dlock__my_busy(int64_t deadline_ms, bool waited, uint32_t *retry_ms)
     if (waited)
         *retry_ms = 1;
     return DLOCK_EBUSY;
+}
+
+/* ---- a cancelled wait ---------------------------------------------------- */
+
+/* The watcher: sleep until the wait ends or the acquire is cancelled; on a
+ * cancel, kill the waiting statement from a connection of our own (the
+ * waiting one is busy, and the protocol has no out-of-band cancel). */
+static void *kill_watch(void *arg)
+{
+    struct dlock__my_kill *k = arg;
+    struct pollfd pf[3];
+    struct dlock__my_conn kc;
+    char q[64];
+    size_t n = 0;
+
+    pf[n++] = (struct pollfd){.fd = k->stop[0], .events = POLLIN};
+    for (size_t i = 0; i < k->ncfds; i++)
+        pf[n++] = (struct pollfd){.fd = k->cfds[i], .events = POLLIN};
+    while (poll(pf, (nfds_t)n, -1) < 0)
+        ;
+    if (pf[0].revents != 0)
+        return NULL; /* the wait ended by itself */
+    mysql_thread_init();
+    if (dlock__my_connect(&kc, k->ms->x, false) == 0) {
+        int len = snprintf(q, sizeof q, "KILL QUERY %lu", k->id);
+        k->sent = mysql_real_query(kc.db, q, (unsigned long)len) == 0;
+    }
+    dlock__my_conn_close(&kc);
+    mysql_thread_end();
+    return NULL;
+}
+
+void dlock__my_kill_arm(struct dlock__my_kill *k,
+                        struct dlock__my_session *ms)
+{
+    memset(k, 0, sizeof *k);
+    k->ms = ms;
+    k->ncfds = dlock_session_cancel_fds(&ms->base, k->cfds, 2);
+    k->id = mysql_thread_id(ms->conn.db);
+    if (k->ncfds == 0 || pipe2(k->stop, O_CLOEXEC) != 0)
+        return; /* not cancellable: the wait runs its time */
+    k->started = pthread_create(&k->th, NULL, kill_watch, k) == 0;
+    if (!k->started) {
+        close(k->stop[0]);
+        close(k->stop[1]);
+    }
+}
+
+bool dlock__my_kill_disarm(struct dlock__my_kill *k)
+{
+    struct dlock__my_conn *c = &k->ms->conn;
+
+    if (!k->started)
+        return false;
+    (void)!write(k->stop[1], "x", 1);
+    pthread_join(k->th, NULL);
+    close(k->stop[0]);
+    close(k->stop[1]);
+    if (!k->sent)
+        return false;
+    /* The kill is done: it ended the wait, or it waits for the next
+     * statement. Let that be this one (twice at most), not the undo. */
+    for (int i = 0; i < 2 && !c->broken; i++)
+        if (mysql_real_query(c->db, "DO 0", 4) == 0)
+            break;
+    return true;
 }

@@ -178,6 +178,7 @@ static int fu_take(struct dlock__my_session *ms,
                    uint32_t *retry_ms)
 {
     struct dlock__my_conn *c = &ms->conn;
+    struct dlock__my_kill kill;
     bool locked = false;
     long wait_s = 0;
     unsigned e;
@@ -201,7 +202,17 @@ static int fu_take(struct dlock__my_session *ms,
 
         if (wait_s > 0 && (e = fu_set_wait(ms, wait_s)) != 0)
             return dlock__my_fail(ms, c, "set lock wait");
+        if (wait_s > 0)
+            dlock__my_kill_arm(&kill, ms);
         e = fu_lock_row(ms, q, key, &locked);
+        if (wait_s > 0 && dlock__my_kill_disarm(&kill)) {
+            /* Cancelled [B-CANCEL-1]: whether the row was locked or not,
+             * the rollback lets it go. */
+            mysql_rollback(c->db);
+            return dlock_session_error(&ms->base,
+                                       dlock_session_cancelled(&ms->base),
+                                       "SELECT … FOR UPDATE: cancelled");
+        }
         if (dlock__my_code(e) == DLOCK_EBUSY)
             return dlock__my_busy(deadline_ms, wait_s > 0, retry_ms);
         if (e != 0)

@@ -79,8 +79,10 @@ static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
     char ul[MY_ULOCK_BUF];
     size_t ul_len;
     double wait_s = 0;
+    struct dlock__my_kill kill;
     long long v;
     my_flag null;
+    unsigned e;
     int rc;
 
     if ((rc = dlock__my_bound_begin(ms, req)) != DLOCK_OK)
@@ -95,7 +97,16 @@ static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
             left = cap;
         wait_s = left > 0 ? (double)left / 1000.0 : 0;
     }
-    if (gl_call(c, &gl_get_lock, ul, ul_len, &wait_s, &v, &null) != 0)
+    dlock__my_kill_arm(&kill, ms);
+    e = gl_call(c, &gl_get_lock, ul, ul_len, &wait_s, &v, &null);
+    if (dlock__my_kill_disarm(&kill)) {
+        /* Cancelled [B-CANCEL-1]: granted or not, let go of the name
+         * (RELEASE_LOCK frees it only if this connection holds it). */
+        gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null);
+        return dlock_session_error(s, dlock_session_cancelled(s),
+                                   "GET_LOCK: cancelled");
+    }
+    if (e != 0)
         return dlock__my_fail(ms, c, "GET_LOCK");
     if (null)
         return dlock_session_error(&ms->base, DLOCK_ERROR,

@@ -243,6 +243,29 @@ int dlock__my_bound_renew(struct dlock_session *s,
 /* EBUSY or ETIMEDOUT after a lock wait that did not get the lock. */
 int dlock__my_busy(int64_t deadline_ms, bool waited, uint32_t *retry_ms);
 
+/* A lock wait that a cancel interrupts [B-CANCEL-1]: while it runs, a
+ * thread waits for the acquire's cancel and then sends KILL QUERY for the
+ * waiting connection over a connection of its own. */
+struct dlock__my_kill {
+    struct dlock__my_session *ms;
+    pthread_t th;
+    int stop[2];        /* a pipe: the wait is over */
+    int cfds[2];        /* the cancel descriptors */
+    size_t ncfds;
+    unsigned long id;   /* the waiting connection's thread id */
+    bool started;
+    bool sent;          /* a KILL QUERY went out (read after the join) */
+};
+/* Before the wait's statement. */
+void dlock__my_kill_arm(struct dlock__my_kill *k,
+                        struct dlock__my_session *ms);
+/* After it returned. True when a kill was sent: the statement may have been
+ * interrupted or have got the lock anyway, so the caller undoes whatever it
+ * got (RELEASE_LOCK, ROLLBACK) and returns dlock_session_cancelled(). A
+ * kill that came after the statement ended has been absorbed (DO 0), so
+ * it cannot hit that undo. */
+bool dlock__my_kill_disarm(struct dlock__my_kill *k);
+
 /* ---- floor.c: the raw floors --------------------------------------------- */
 
 /* What a mode's file hands its floor: the mode and its statements. */

@@ -415,8 +415,9 @@ static void async_burst(int n, bool check_order)
                 assert_true(glog.fence[k] > glog.fence[k - 1]);
         }
     }
-    /* At most 8 acquire threads more than before (and the backend's own). */
-    assert_true(glog.max_threads <= before + 8 + 4);
+    /* At most 8 acquire threads more than before, the backend's own, and
+     * for MySQL one watcher per native wait (docs/design.md). */
+    assert_true(glog.max_threads <= before + 2 * 8 + 4);
     for (int i = 0; i < n; i++)
         dlock_lock_free(lks[i]);
     dlock_lock_free(held);
