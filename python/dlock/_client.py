@@ -508,6 +508,7 @@ class Lock:
         loop = asyncio.get_running_loop()
         self.client.attach(loop)
         op = _AsyncAcquire(loop, self.client.queue_callbacks)
+        op.lock = self  # C has the handle until done: keep it alive
         self._state.event.clear()
         rc = lib.dlock_acquire_async(lk, ms, op.cx, lib._dlock_py_done,
                                      op.handle)

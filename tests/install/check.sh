@@ -4,7 +4,8 @@
 # libdlock.a with Libs.private, and run both on a file:// lock. Checks that
 # dlock.pc gives consumers only the public header's include directory, and
 # (when the build has backend modules) that the installed libdlock.so needs
-# no server's client library. With DLOCK_TEST_REDIS_URI set (run it under
+# no server's client library; that the Python package, when built, runs
+# from where it was installed. With DLOCK_TEST_REDIS_URI set (run it under
 # tests/servers/with-servers.sh redis), the installed `dlock` reaches Redis
 # through its installed module, says which package to install when the
 # module is missing, and the static program reaches it with no module.
@@ -44,6 +45,23 @@ cc -std=c11 "$here/consumer.c" -o "$dest/consumer-static" \
     $cflags "$libdir/libdlock.a" $own
 "$dest/consumer-static" "file://$dest/locks2"
 echo "install check: shared and static consumers ran"
+
+# The Python package, when the build has one: imported from where meson
+# installed it (nothing of the build tree on the path), over the installed
+# libdlock.so.0, it takes a file:// lock.
+pydir=$(find "$root" -type d -path '*-packages/dlock' | head -n 1)
+if [ -n "$pydir" ]; then
+    mkdir -p "$dest/locks3"
+    (cd "$dest" && LD_LIBRARY_PATH=$libdir PYTHONPATH=${pydir%/dlock} \
+        /usr/bin/python3 -c '
+import sys, dlock
+assert dlock.__file__.startswith(sys.argv[1]), dlock.__file__
+with dlock.Client(sys.argv[2]) as c, c.lock("installed") as lk:
+    assert lk.owned() and lk.fence
+' "$pydir" "file://$dest/locks3") ||
+        { echo "install check: the installed Python package failed"; exit 1; }
+    echo "install check: the Python package ran from ${pydir#"$dest"}"
+fi
 
 moddir=$libdir/dlock/modules
 if ! ls "$moddir"/dlock-*.so >/dev/null 2>&1; then
