@@ -22,15 +22,15 @@ die() { printf 'setup-debian: error: %s\n' "$*" >&2; exit 1; }
 # iproute2 gives ss(8), with which the fault tests and the history checker
 # cut TCP connections; groff-base renders dlock(1) in its test;
 # librsvg2-bin's rsvg-convert renders the bench chart to PNG in its test;
-# debhelper, dpkg-dev, build-essential and lintian build and check the
-# Debian packages (tests/debian/check.sh); python3-cffi and python3-dev
+# debhelper, dpkg-dev, build-essential, lintian and dh-python build and
+# check the Debian packages (tests/debian/check.sh); python3-cffi and python3-dev
 # build the Python package (python/, -Dpython=auto), python3-pytest runs
 # its tests (suite python).
 build_pkgs=(
     meson ninja-build pkg-config gcc clang llvm libclang-rt-14-dev iproute2
     groff-base librsvg2-bin python3-cffi python3-dev python3-pytest
     libcmocka-dev nettle-dev libjson-c-dev
-    debhelper dpkg-dev build-essential lintian
+    debhelper dpkg-dev build-essential lintian dh-python
 )
 # Client libraries the backends link against. libmariadb-dev-compat provides
 # the "mysqlclient" pkg-config name; the etcd backend speaks HTTP/JSON to

@@ -5,8 +5,9 @@
 # on the result, and check what each package holds and depends on: each
 # server backend's module in its own package, libdlock0 free of every
 # client library; then, from the packages unpacked under /tmp, that dlock
-# loads all four modules and that a missing one names its package, and
-# that programs build against libdlock-dev.
+# loads all four modules and that a missing one names its package, that
+# python3-dlock imports and locks, and that programs build against
+# libdlock-dev.
 #
 #   bash tests/debian/check.sh          prints lintian's tags, then one
 #                                       line per package; exits 1 on a
@@ -92,6 +93,11 @@ has libdlock-dev "$arch" usr/include/dlock/dlock.h usr/include/dlock/backend.h \
     usr/share/man/man3/dlock.3.gz
 has dlock "$arch" usr/bin/dlock usr/share/man/man1/dlock.1.gz \
     usr/share/bash-completion/completions/dlock
+pydir=usr/lib/python3/dist-packages/dlock
+has python3-dlock "$arch" "$pydir/__init__.py" "$pydir/_client.py" \
+    "$pydir/_errors.py" \
+    "$pydir/_dlock.$(/usr/bin/python3 -c \
+        'import sysconfig; print(sysconfig.get_config_var("SOABI"))').so"
 modules="redis zk postgres mysql etcd"
 for m in $modules; do
     has "libdlock0-$m" "$arch" "$lib/dlock/modules/dlock-$m.so"
@@ -115,7 +121,8 @@ done
 # modules there (DLOCK_MODULE_DIR), linking their client libraries from
 # this system. "backends:" lists the modules it could load.
 root=$work/root
-for p in libdlock0 libdlock-dev dlock $(printf 'libdlock0-%s ' $modules); do
+for p in libdlock0 libdlock-dev dlock python3-dlock \
+         $(printf 'libdlock0-%s ' $modules); do
     dpkg-deb -x "$(deb "$p" "$arch")" "$root"
 done
 mkdir "$work/locks" "$work/no-modules"
@@ -143,6 +150,15 @@ for u in redis://127.0.0.1:1 zk://127.0.0.1:1 postgres://u@127.0.0.1:1/d \
 done
 echo "debian check: the unpacked dlock loads $modules;" \
     "a missing module names its package"
+# python3-dlock, unpacked, over the unpacked libdlock.so.0.
+(cd "$work" && LD_LIBRARY_PATH=$root/$lib PYTHONPATH=$root/${pydir%/dlock} \
+    /usr/bin/python3 -c '
+import sys, dlock
+assert dlock.__file__.startswith(sys.argv[1]), dlock.__file__
+with dlock.Client(sys.argv[2]) as c, c.lock("py") as lk:
+    assert lk.owned()
+' "$root" "file://$work/locks") || fail "python3-dlock does not run"
+echo "debian check: python3-dlock imports and locks"
 
 # libdlock-dev is enough to build a program with pkg-config, shared and
 # static (the archive's client libraries come from the -dev packages it
@@ -162,7 +178,8 @@ cc -std=c11 "$consumer" -o "$work/consumer-static" $(pc --cflags) \
 echo "debian check: programs build with pkg-config against libdlock-dev" \
     "(shared, static) and run"
 
-for p in libdlock0 libdlock-dev dlock $(printf 'libdlock0-%s ' $modules); do
+for p in libdlock0 libdlock-dev dlock python3-dlock \
+         $(printf 'libdlock0-%s ' $modules); do
     printf 'debian check: %-18s Depends: %s\n' "$p" \
         "$(dpkg-deb -f "$(deb "$p" "$arch")" Depends)"
 done
