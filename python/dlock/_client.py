@@ -618,13 +618,14 @@ def _wait_interruptibly(lock, lk, ms):
     threading.Thread(target=run, name='dlock-acquire %s' % (lock.name,)).start()
     try:
         done.wait()
+        rc = result[0]
     except BaseException:
         lib.dlock_cancel_fire(cx)
         _wait_through_signals(done)
         if result and result[0] == 0:
             lib.dlock_release(lk)
         raise
-    return result[0]
+    return rc
 
 
 def _wait_through_signals(done):

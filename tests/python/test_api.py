@@ -158,3 +158,23 @@ def test_gil_released_by_every_thread(file_uri):
         for t in threads:
             t.join(5)
         assert results == [False] * 8
+
+
+def test_queued_callbacks_run_on_the_loop(file_uri):
+    """queue_callbacks=True: on_lost runs in dispatch(), on the loop's
+    thread, once the loop is attached."""
+    import asyncio
+
+    async def main():
+        with dlock.Client(file_uri, queue_callbacks=True) as c:
+            c.attach()
+            ran = asyncio.get_running_loop().create_future()
+            lk = c.lock('queued', lease=1, on_lost=lambda l, code, why:
+                        ran.set_result(threading.get_ident()))
+            assert await lk.acquire_async(timeout=5)
+            os.unlink(os.path.join(file_uri[len('file://'):], 'queued.lock'))
+            assert await asyncio.wait_for(ran, 10) == threading.get_ident()
+            assert lk.lost.is_set()
+            with pytest.raises(dlock.LockLost):
+                lk.release()
+    asyncio.run(main())
