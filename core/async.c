@@ -134,12 +134,10 @@ int dlock_acquire_async(dlock_lock *lk, uint32_t timeout_ms, dlock_cancel *cx,
                  "acquire_async: the client was closed or shut down");
         return DLOCK_ECLOSED;
     }
-    if (atomic_exchange(&lk->in_async, true)) {
-        snprintf(lk->errmsg, sizeof lk->errmsg,
-                 "acquire_async: an acquire of this handle is already "
-                 "in progress");
+    /* The handle's message belongs to the acquire in progress: refuse
+     * without touching it. */
+    if (atomic_exchange(&lk->in_async, true))
         return DLOCK_EINVAL;
-    }
     lk->job_timeout = timeout_ms;
     lk->job_cx = cx;
     lk->done = done;

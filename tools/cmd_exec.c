@@ -36,6 +36,12 @@ static int events[2] = {-1, -1};
 /* The signals dlock passes on to the command's processes. */
 static const int caught[] = {SIGTERM, SIGINT, SIGHUP};
 
+/* While dlock waits for the lock, one of caught[] gives up the wait: the
+ * handler shuts the client down (async-signal-safe), the acquire returns
+ * DLOCK_ECLOSED holding nothing, and dlock exits 128+N. */
+static dlock_client *waiting_client;
+static volatile sig_atomic_t wait_signal;
+
 static void exec_help(void)
 {
     printf(
@@ -128,9 +134,11 @@ static void exec_help(void)
         "dlock is stopped it\nrenews nothing, and a lease may run out).\n"
         "\n"
         "exit status: COMMAND's own (128+N if killed by signal N); 1 (or "
-        "N) busy or\ntimed out; 75 the lock was lost while COMMAND ran; "
-        "126/127 COMMAND not\nexecutable / not found; the others as in "
-        "`dlock --help`.\n");
+        "N) busy or\ntimed out; 128+N if dlock got signal N (SIGTERM, "
+        "SIGINT, SIGHUP) while\nwaiting for the lock (the wait is "
+        "cancelled, nothing is held); 75 the lock\nwas lost while COMMAND "
+        "ran; 126/127 COMMAND not executable / not found;\nthe others as "
+        "in `dlock --help`.\n");
 }
 
 /* Long options without a short form. */
@@ -499,6 +507,26 @@ static bool start_state(struct run *r)
     return true;
 }
 
+static void on_wait_signal(int sig)
+{
+    wait_signal = sig;
+    dlock_client_shutdown(waiting_client);
+}
+
+/* Give up the wait on caught[] signals (those not ignored at start). */
+static void catch_wait_signals(struct run *r, dlock_client *c)
+{
+    struct sigaction sa;
+
+    waiting_client = c;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_wait_signal;
+    for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
+        if (!ignored_at_start(r, caught[i]))
+            sigaction(caught[i], &sa, NULL);
+}
+
 /* Catch the signals to pass on, unless ignored when dlock started (nohup,
  * or a background job of a shell without job control): the command then
  * ignores them too, as it would without dlock. SIGPIPE is ignored so that a
@@ -695,7 +723,14 @@ static int exec_run(int argc, char **argv)
         goto out;
     }
     t0 = guard_now_ms();
+    catch_wait_signals(&r, c);
     rc = acquire(c, lk, name, timeout, quiet);
+    if (rc == DLOCK_ECLOSED && wait_signal != 0) {
+        tool_err("exec", "%s while waiting for %s: gave up, nothing held",
+                 strsignal(wait_signal), name);
+        code = 128 + wait_signal;
+        goto out;
+    }
     if (rc != DLOCK_OK) {
         code = rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT ? (int)conflict
                                                           : tool_exit_for(rc);
@@ -714,6 +749,14 @@ static int exec_run(int argc, char **argv)
                 "dlock exec: executing %s\n",
                 (double)(guard_now_ms() - t0) / 1000.0, argv[optind]);
     catch_signals(&r);
+    if (wait_signal != 0) {
+        /* It came between the grant and the handlers of the run. */
+        dlock_release(lk);
+        tool_err("exec", "%s before %s could start: lock released",
+                 strsignal(wait_signal), argv[optind]);
+        code = 128 + wait_signal;
+        goto out;
+    }
     r.gs.argv = argv + optind;
     r.gs.kill_after_ms = kill_after;
     code = run_command(&r, argv[optind]);

@@ -348,12 +348,51 @@ static int64_t pg_interrupt(struct pg_session *s)
  * state). DLOCK_ECONNECT: the connection broke or the deadline passed; it
  * has been dropped.
  */
+static int pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
+                   int64_t deadline, struct pg_res *res, bool *interrupted);
+
+/*
+ * A cancel request that reached the server after the statement ended is
+ * not always ignored: if the backend finds our next statement already in
+ * its socket, it runs it with the cancel pending and cancels that one
+ * instead (a release, an unlock). PQcancel returns once the server has
+ * signalled the backend, so the next statement it runs consumes a pending
+ * cancel: run SELECT 1 until one succeeds (twice at most), and the
+ * statements after it are safe.
+ */
+static void pg_absorb_cancel(struct pg_session *s)
+{
+    struct pg_q one = {"SELECT 1", 0, {NULL}};
+    struct pg_res r;
+
+    for (int i = 0; i < 2 && s->conn != NULL; i++) {
+        int rc = pg_exec(s, &one, 1, dlock__pg_deadline(s->cf), &r, NULL);
+        dlock__pg_res_clear(&r);
+        if (rc != PG_SQLERR)
+            break;
+    }
+}
+
 int dlock__pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
                    int64_t deadline, struct pg_res *res)
 {
+    bool interrupted = false;
+    int rc = pg_exec(s, q, nq, deadline, res, &interrupted);
+
+    /* Our cancel ended the statement (57014): it is consumed. */
+    if (interrupted && !(rc == PG_SQLERR && strcmp(res->state, "57014") == 0))
+        pg_absorb_cancel(s);
+    return rc;
+}
+
+/* dlock__pg_exec's work; watching the acquire's cancel only when
+ * interrupted is not NULL (set once a cancel was sent). */
+static int pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
+                   int64_t deadline, struct pg_res *res, bool *interrupted)
+{
     PGconn *c = s->conn;
     int qi = 0, w;
-    bool interrupted = false;
+    bool sent = false;
 
     memset(res, 0, sizeof *res);
     res->failed = -1;
@@ -377,11 +416,12 @@ int dlock__pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
         PGresult *r;
         while (PQisBusy(c)) {
             /* A wait of the acquire watches its cancel, once. */
-            w = interrupted ? pg_poll(PQsocket(c), POLLIN, deadline)
-                            : dlock_session_poll(&s->base, PQsocket(c),
-                                                 POLLIN, deadline);
+            w = interrupted == NULL || sent
+                    ? pg_poll(PQsocket(c), POLLIN, deadline)
+                    : dlock_session_poll(&s->base, PQsocket(c), POLLIN,
+                                         deadline);
             if (w == DLOCK_ECANCELED || w == DLOCK_ECLOSED) {
-                interrupted = true;
+                sent = *interrupted = true;
                 deadline = pg_interrupt(s);
                 continue;
             }

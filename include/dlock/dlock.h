@@ -451,6 +451,8 @@ typedef void (*dlock_done_fn)(dlock_lock *lk, int rc, void *payload);
  *            It must outlive the acquire.
  * @return DLOCK_OK if started; else an immediate error (DLOCK_EINVAL,
  *         DLOCK_ECLOSED, DLOCK_ENOMEM...), and then done is not called.
+ *         DLOCK_EINVAL while an acquire of lk is in progress leaves the
+ *         handle's message alone (it is that acquire's).
  * Threads: any; one acquire at a time per handle.
  */
 DLOCK_API int dlock_acquire_async(dlock_lock *lk, uint32_t timeout_ms,

@@ -9,7 +9,8 @@
  * the lock at once (a try, no wait).
  *
  * DLOCK_CANCEL_RACE=N sets the race's iterations (default 300; the long
- * run of docs/design.md is N=10000).
+ * run of docs/design.md is N=10000); DLOCK_CANCEL_FILTER=PATTERN runs only
+ * the cases whose names match (cmocka's filter, e.g. "*race*").
  */
 #include <poll.h>
 #include <pthread.h>
@@ -504,6 +505,8 @@ int main(int argc, char **argv)
 
     h_child_dispatch(argc, argv, roles);
     uri = h_setup(argc, argv);
+    if (getenv("DLOCK_CANCEL_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("DLOCK_CANCEL_FILTER"));
     failed = cmocka_run_group_tests_name("cancel", tests, setup, teardown);
     h_cleanup();
     return failed != 0;

@@ -6,7 +6,8 @@
 # never outlives it: checked from what the processes themselves show in
 # /proc (alive or not, descriptors, terminal) when dlock, its whole job or
 # its guard is SIGKILLed, when dlock gets SIGTERM, when the lock is lost,
-# and when the command exits leaving children behind.
+# and when the command exits leaving children behind; a signal while
+# waiting gives up the wait (128+N, nothing held).
 #
 # meson passes the URI (with $VARS expanded from with-servers.sh's exports);
 # $DLOCK_TEST_DLOCK is the built command.
@@ -280,6 +281,38 @@ if command -v script >/dev/null; then
     wait "$tw"
 else
     not_ok "script(1) not found (bsdutils)"
+fi
+
+# ---- a signal while waiting: the wait is cancelled, nothing is held ------
+# (issue 19). A background job of this script starts with SIGINT ignored,
+# which dlock respects: env --default-signal gives the waiter a default one.
+wq=$(name waitsig)
+"$DLOCK" exec "$wq" -- sh -c "touch $work/wq.gate; while [ ! -e $work/wq.go ]; do sleep 0.05; done" &
+wqh=$!
+pids+=("$wqh")
+if wait_for "$work/wq.gate"; then
+    for sig in INT TERM; do
+        env --default-signal=INT "$DLOCK" exec "$wq" -- true 2>"$work/wq.err" &
+        w=$!
+        pids+=("$w")
+        sleep 0.5
+        t0=$(date +%s%N)
+        kill -"$sig" "$w"
+        wait "$w"
+        st=$?
+        ms=$((($(date +%s%N) - t0) / 1000000))
+        want=$((128 + $(kill -l "$sig")))
+        [ "$st" = "$want" ] && [ "$ms" -lt 1000 ] &&
+            grep -q "nothing held" "$work/wq.err" &&
+            ok "SIG$sig while waiting: exit $want after $ms ms, nothing held" ||
+            not_ok "SIG$sig while waiting: exit $st after $ms ms: $(cat "$work/wq.err")"
+    done
+    touch "$work/wq.go"
+    wait "$wqh"
+    "$DLOCK" exec --timeout 0 "$wq" -- true
+    expect_status "after the cancelled waits the lock is free at once" 0 $?
+else
+    not_ok "wait-signal holder did not start"
 fi
 
 # ---- conflicts -------------------------------------------------------------
