@@ -19,10 +19,6 @@ import weakref
 from ._dlock import ffi, lib
 from ._errors import ForkedError, error_for, _text
 
-HAS_CANCEL = hasattr(lib, 'dlock_acquire_cancellable')
-HAS_ASYNC = hasattr(lib, 'dlock_acquire_async')
-HAS_QUEUE = hasattr(lib, 'DLOCK_CLIENT_QUEUE_CALLBACKS')
-
 _LOG_LEVELS = {lib.DLOCK_LOG_ERROR: logging.ERROR,
                lib.DLOCK_LOG_WARN: logging.WARNING,
                lib.DLOCK_LOG_INFO: logging.INFO,
@@ -100,15 +96,12 @@ def _dlock_py_log(level, msg, payload):
         _report('log')
 
 
+@ffi.def_extern()
 def _dlock_py_done(lk, rc, payload):
     try:
         ffi.from_handle(payload).done(rc)
     except Exception:
         _report('acquire_async')
-
-
-if HAS_ASYNC:
-    ffi.def_extern()(_dlock_py_done)
 
 
 class _LostState:
@@ -172,8 +165,8 @@ class Client:
     levels (dlock.LOG_ERROR ... dlock.LOG_DEBUG); called from dlock's
     threads. log_level: the most verbose dlock level passed (default WARN).
     queue_callbacks: run every callback (on_lost, async completions) from
-    dispatch() instead of dlock's threads; asyncio sets this up by itself
-    (needs a library with DLOCK_CLIENT_QUEUE_CALLBACKS).
+    dispatch() instead of dlock's threads (DLOCK_CLIENT_QUEUE_CALLBACKS);
+    acquire_async() attaches the running asyncio loop by itself.
 
     A context manager: close() at the end releases every lock still held
     through this client. Not usable in a forked child (ForkedError).
@@ -201,10 +194,6 @@ class Client:
             opts.log = lib._dlock_py_log
             opts.payload = self._log_handle
         if queue_callbacks:
-            if not HAS_QUEUE:
-                raise error_for(lib.DLOCK_EUNSUPPORTED,
-                                'queue_callbacks: this libdlock has no '
-                                'DLOCK_CLIENT_QUEUE_CALLBACKS')
             opts.flags |= lib.DLOCK_CLIENT_QUEUE_CALLBACKS
         self.queue_callbacks = bool(queue_callbacks)
         self._dispatch_lock = threading.Lock()
@@ -500,9 +489,6 @@ class Lock:
         Cancelling the task cancels the wait; a grant that raced it is
         released before CancelledError goes on.
         """
-        if not HAS_ASYNC:
-            raise error_for(lib.DLOCK_EUNSUPPORTED, 'acquire_async: this '
-                            'libdlock has no dlock_acquire_async')
         ms = _timeout_ms(True, timeout)
         lk = self._c
         loop = asyncio.get_running_loop()
@@ -605,8 +591,6 @@ def _wait_interruptibly(lock, lk, ms):
         return rc
     if ms != lib.DLOCK_WAIT_FOREVER:
         ms = max(0, ms - int((time.monotonic() - start) * 1000))
-    if not HAS_CANCEL:
-        return _wait_in_slices(lk, ms)
     cx_out = ffi.new('dlock_cancel **')
     rc = lib.dlock_cancel_new(cx_out)
     if rc != 0:
@@ -642,20 +626,6 @@ def _wait_through_signals(done):
             done.wait()
         except BaseException:  # a second Ctrl-C: still wait for C
             pass
-
-
-def _wait_in_slices(lk, ms):
-    # Without dlock_cancel: wait in slices of 50 ms, so that a signal
-    # handler runs between them. Loses a server's queue order (each
-    # slice joins the queue again); only for libraries without cancel.
-    deadline = time.monotonic() + ms / 1000.0
-    while True:
-        left = int((deadline - time.monotonic()) * 1000)
-        if ms == lib.DLOCK_WAIT_FOREVER:
-            left = 50
-        rc = lib.dlock_acquire(lk, max(0, min(left, 50)))
-        if rc not in (lib.DLOCK_ETIMEDOUT, lib.DLOCK_EBUSY) or left <= 50:
-            return rc
 
 
 # ---- asyncio -----------------------------------------------------------------

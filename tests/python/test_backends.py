@@ -5,7 +5,6 @@ Safety is judged from what happened (hold intervals, an unfenced counter,
 another handle's try-acquire), never from owned() alone.
 """
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -166,7 +165,6 @@ def test_lost_when_the_holder_stops(client, uri, name):
         pytest.skip('run on zk only (the others lose their lock from '
                     'outside, in test_lost_fires_on_lost_and_sets_lost)')
     child = _child(uri, name, '''
-        import threading
         assert lk.acquire(timeout=10)
         print('held', flush=True)
         print('lost' if lk.lost.wait(30) else 'not lost', flush=True)
