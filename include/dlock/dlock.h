@@ -210,8 +210,10 @@ DLOCK_API int dlock_client_open(dlock_client **out, const char *uri,
  * already had. Accepts NULL.
  *
  * Threads: when no other thread is inside a call on this client or its
- * handles (dlock's own acquire threads excepted); to stop threads blocked
- * in acquires first, call dlock_client_shutdown() and let them return.
+ * handles (dlock's own acquire threads excepted), and never from a
+ * callback of this client (done, on_lost), which would wait for itself;
+ * to stop threads blocked in acquires first, call dlock_client_shutdown()
+ * and let them return.
  */
 DLOCK_API void dlock_client_close(dlock_client *c);
 

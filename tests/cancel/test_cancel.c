@@ -12,6 +12,7 @@
  * run of docs/design.md is N=10000); DLOCK_CANCEL_FILTER=PATTERN runs only
  * the cases whose names match (cmocka's filter, e.g. "*race*").
  */
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -488,6 +489,66 @@ static void async__close_completes_pending(void **state)
     dlock_cancel_free(cx);
 }
 
+/* on_lost goes through the queue too: it runs in dlock_client_dispatch(),
+ * on the thread of the loop, once the event descriptor is readable.
+ * file:// only, where deleting the lock file behind the holder's back
+ * makes its next renewal report the lock lost. */
+static pthread_t lost_thread;
+static int lost_calls;
+
+static void on_lost_queued(dlock_lock *lk, int code, const char *why,
+                           void *payload)
+{
+    (void)payload;
+    (void)why;
+    assert_int_equal(code, DLOCK_ELOST);
+    assert_false(dlock_held(lk));
+    lost_thread = pthread_self();
+    lost_calls++;
+}
+
+static void async__on_lost_is_queued(void **state)
+{
+    dlock_info info = DLOCK_INFO_INIT;
+    dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
+    const char *name = h_name("lostq");
+    dlock_client *qc;
+    dlock_lock *lk = NULL;
+    char path[512];
+    struct pollfd pf;
+    int64_t end;
+
+    (void)state;
+    if (strncmp(uri, "file://", 7) != 0) {
+        fprintf(stderr, "cancel: skip: file:// only\n");
+        return;
+    }
+    qc = queue_client();
+    dlock_client_info(qc, &info);
+    /* The file backend's file for a plain name: NAME.lock. */
+    snprintf(path, sizeof path, "%s/%s.lock", strchr(info.uri + 7, '/'),
+             name);
+    lo.lease_ms = 300;
+    lo.on_lost = on_lost_queued;
+    assert_int_equal(dlock_lock_new(&lk, qc, name, &lo), DLOCK_OK);
+    assert_int_equal(dlock_acquire(lk, 1000), DLOCK_OK);
+    if (unlink(path) != 0)
+        fail_msg("unlink %s: %s", path, strerror(errno));
+    pf.fd = dlock_client_event_fd(qc);
+    pf.events = POLLIN;
+    end = h_now_ms() + 5000;
+    while (lost_calls == 0 && h_now_ms() < end)
+        if (poll(&pf, 1, 100) == 1)
+            dlock_client_dispatch(qc);
+    assert_int_equal(lost_calls, 1);
+    assert_true(pthread_equal(lost_thread, pthread_self()));
+    /* The queue is empty again: the descriptor is not readable. */
+    assert_int_equal(poll(&pf, 1, 0), 0);
+    assert_int_equal(dlock_release(lk), DLOCK_ELOST);
+    dlock_lock_free(lk);
+    dlock_client_close(qc);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -498,6 +559,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(cancel__race_with_grant),
         cmocka_unit_test(async__acquires_complete_exclusively),
         cmocka_unit_test(async__close_completes_pending),
+        cmocka_unit_test(async__on_lost_is_queued),
         cmocka_unit_test(async__fair_mode_keeps_arrival_order_1000),
     };
     static const struct h_role roles[] = {{NULL, NULL}};

@@ -512,6 +512,36 @@ static void client__open_errors_are_clear(void **state)
     o.version = 0;
     assert_int_equal(dlock_client_open(&c, "file:///tmp", &o), DLOCK_EINVAL);
     dlock_client_close(c);
+    o.version = DLOCK_CLIENT_OPTIONS_VERSION;
+    o.flags = 1u << 7;
+    assert_int_equal(dlock_client_open(&c, "file:///tmp", &o), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_client_errmsg(c), "opts.flags"));
+    dlock_client_close(c);
+}
+
+/* A program built against version 1 of the options passes a struct
+ * without flags: it is read field by field, never past its end (ASan
+ * checks), and callbacks are not queued. */
+static void client__options_version_1_accepted(void **state)
+{
+    struct v1 {
+        unsigned int version;
+        dlock_log_fn log;
+        int log_level;
+        void *payload;
+    } *o1 = malloc(sizeof *o1);
+    dlock_client *c = NULL;
+
+    (void)state;
+    assert_non_null(o1);
+    *o1 = (struct v1){1, NULL, DLOCK_LOG_WARN, NULL};
+    assert_int_equal(dlock_client_open(&c, "file:///tmp",
+                                       (const dlock_client_options *)o1),
+                     DLOCK_OK);
+    assert_int_equal(dlock_client_event_fd(c), -1);
+    assert_int_equal(dlock_client_dispatch(c), 0);
+    dlock_client_close(c);
+    free(o1);
 }
 
 static void client__default_uri_from_env(void **state)
@@ -590,6 +620,7 @@ int main(void)
         cmocka_unit_test(backend__tables_v2_layout_frozen),
         cmocka_unit_test(registry__modes_without_connecting),
         cmocka_unit_test(client__open_errors_are_clear),
+        cmocka_unit_test(client__options_version_1_accepted),
         cmocka_unit_test(client__default_uri_from_env),
         cmocka_unit_test(client__duration_parse),
     };
