@@ -10,6 +10,7 @@ that for each call), so a thread blocked in acquire() never stops others.
 import asyncio
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -409,12 +410,21 @@ class Lock:
         ms = _timeout_ms(blocking, timeout)
         lk = self._c
         self._state.event.clear()
-        if ms == 0:
-            rc = lib.dlock_acquire(lk, 0)
-        else:
-            rc = _wait_interruptibly(self, lk, ms)
-        if rc == 0:
-            return True
+        # An exception from a signal handler (Ctrl-C) may land anywhere in
+        # here, also just after a grant: the caller would never learn it
+        # holds the lock. The depth says whether this call took a level.
+        depth = lib.dlock_lock_depth(lk)
+        try:
+            if ms == 0:
+                rc = lib.dlock_acquire(lk, 0)
+            else:
+                rc = _wait_interruptibly(self, lk, ms)
+            if rc == 0:
+                return True
+        except BaseException:
+            if lib.dlock_lock_depth(lk) > depth:
+                lib.dlock_release(lk)
+            raise
         if rc in (lib.DLOCK_EBUSY, lib.DLOCK_ETIMEDOUT):
             return False
         raise self._error(rc)
@@ -605,15 +615,22 @@ def _wait_interruptibly(lock, lk, ms):
         finally:
             done.set()
 
-    # Not Thread.join(): in Python 3.11 a join interrupted by Ctrl-C may
-    # mark a live thread stopped (bpo-45274's fix), and is_alive() lies.
-    threading.Thread(target=run, name='dlock-acquire %s' % (lock.name,)).start()
+    # Not Thread.join() to wait: in Python 3.11 a join interrupted by
+    # Ctrl-C may mark a live thread stopped (bpo-45274's fix), and
+    # is_alive() lies. Signals are not blocked around start() either: a
+    # signal that comes while the main thread blocks it goes to another
+    # thread, maybe one of the library's, in the middle of its I/O.
+    helper = threading.Thread(target=run,
+                              name='dlock-acquire %s' % (lock.name,))
     try:
+        helper.start()
         done.wait()
         rc = result[0]
     except BaseException:
         lib.dlock_cancel_fire(cx)
-        _wait_through_signals(done)
+        # Interrupted inside start(): wait only for a helper that exists.
+        if helper._started.wait(1.0):
+            _wait_through_signals(done)
         if result and result[0] == 0:
             lib.dlock_release(lk)
         raise

@@ -5,6 +5,8 @@ Safety is judged from what happened (hold intervals, an unfenced counter,
 another handle's try-acquire), never from owned() alone.
 """
 import asyncio
+import os
+import random
 import signal
 import subprocess
 import sys
@@ -245,3 +247,48 @@ def test_asyncio_cancel_and_timeout(client, uri, name):
     other = client.lock(name)
     assert other.acquire(blocking=False), 'the cancelled waiter got it'
     other.release()
+
+
+def test_sigint_racing_a_grant_leaves_nothing_held(client, name):
+    """20 rounds: the holder releases and SIGINT arrives at random instants
+    0-20 ms into a waiter's acquire. Whichever wins, the waiter ends up
+    with the lock (acquire returned True) or with nothing (another handle
+    takes it at once). SIGINT raises only while acquire() runs: one that
+    comes after it returned would hit this test's own code."""
+    holder, waiter, probe = (client.lock(name) for _ in range(3))
+    rng = random.Random(19)
+    seen = {'granted': 0, 'interrupted': 0, 'signal after': 0}
+    inside = [False]
+
+    def on_sigint(signum, frame):
+        if inside[0]:
+            raise KeyboardInterrupt
+        seen['signal after'] += 1
+
+    old = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        for _ in range(20):
+            assert holder.acquire(timeout=5)
+            timers = [threading.Timer(rng.uniform(0, 0.02), holder.release),
+                      threading.Timer(rng.uniform(0, 0.02), os.kill,
+                                      (os.getpid(), signal.SIGINT))]
+            for t in timers:
+                t.start()
+            got = False
+            try:
+                inside[0] = True
+                got = waiter.acquire(timeout=5)
+                inside[0] = False  # no signal is handled in between
+                seen['granted'] += 1
+            except KeyboardInterrupt:
+                inside[0] = False
+                seen['interrupted'] += 1
+            for t in timers:
+                t.join()
+            if got:
+                waiter.release()
+            assert probe.acquire(blocking=False), 'the waiter kept the lock'
+            probe.release()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    print('20 SIGINT/grant races: %s' % seen)
