@@ -10,7 +10,6 @@ that for each call), so a thread blocked in acquire() never stops others.
 import asyncio
 import logging
 import os
-import signal
 import sys
 import threading
 import time
