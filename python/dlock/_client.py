@@ -616,9 +616,11 @@ def _wait_interruptibly(lock, lk, ms):
 
     # Not Thread.join() to wait: in Python 3.11 a join interrupted by
     # Ctrl-C may mark a live thread stopped (bpo-45274's fix), and
-    # is_alive() lies. Signals are not blocked around start() either: a
-    # signal that comes while the main thread blocks it goes to another
-    # thread, maybe one of the library's, in the middle of its I/O.
+    # is_alive() lies. start() is inside the try: KeyboardInterrupt can
+    # land inside it after the helper exists (blocking signals around it
+    # does not prevent that: a signal taken by another thread meanwhile
+    # still raises in the main thread), and the helper must then be
+    # cancelled and waited for like any other.
     helper = threading.Thread(target=run,
                               name='dlock-acquire %s' % (lock.name,))
     try:
