@@ -383,7 +383,8 @@ int dlock__pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
                    int64_t deadline, struct pg_res *res)
 {
     bool interrupted = false;
-    int rc = pg_exec(s, q, nq, deadline, res, &interrupted);
+    int rc = pg_exec(s, q, nq, deadline, res,
+                     s->waiting ? &interrupted : NULL);
 
     /* Our cancel ended the statement (57014): it is consumed. */
     if (interrupted && !(rc == PG_SQLERR && strcmp(res->state, "57014") == 0))
