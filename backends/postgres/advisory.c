@@ -170,7 +170,9 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
         q[nq++] = (struct pg_q){cf->sql[ADV_TRY + sh], 2 - sh,
                                 {key, req->owner}};
     }
+    s->waiting = deadline != 0;
     rc = dlock__pg_run(s, q, nq, dlock__pg_wait_deadline(cf, deadline), &res);
+    s->waiting = false;
     if (rc < 0) /* ECONNECT, or creating the table failed */
         return rc;
     if (rc == PG_SQLERR) {

@@ -357,19 +357,25 @@ static int pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
  * its socket, it runs it with the cancel pending and cancels that one
  * instead (a release, an unlock). PQcancel returns once the server has
  * signalled the backend, so the next statement it runs consumes a pending
- * cancel: run SELECT 1 until one succeeds (twice at most), and the
- * statements after it are safe.
+ * cancel: run SELECT 1, and the statements after it are safe.
  */
 static void pg_absorb_cancel(struct pg_session *s)
 {
     struct pg_q one = {"SELECT 1", 0, {NULL}};
+    struct pg_q rollback = {"ROLLBACK", 0, {NULL}};
     struct pg_res r;
+    int rc;
 
-    for (int i = 0; i < 2 && s->conn != NULL; i++) {
-        int rc = pg_exec(s, &one, 1, dlock__pg_deadline(s->cf), &r, NULL);
+    rc = pg_exec(s, &one, 1, dlock__pg_deadline(s->cf), &r, NULL);
+    dlock__pg_res_clear(&r);
+    /* It took the cancel. Inside a transaction (advisory_xact,
+     * for_update) that aborted the transaction: end it, so the session
+     * is clean. Whatever it held goes with it, and that is right: the
+     * acquire was cancelled, so core releases anything it reports. */
+    if (rc == PG_SQLERR && s->conn != NULL &&
+        PQtransactionStatus(s->conn) == PQTRANS_INERROR) {
+        pg_exec(s, &rollback, 1, dlock__pg_deadline(s->cf), &r, NULL);
         dlock__pg_res_clear(&r);
-        if (rc != PG_SQLERR)
-            break;
     }
 }
 
@@ -377,7 +383,8 @@ int dlock__pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
                    int64_t deadline, struct pg_res *res)
 {
     bool interrupted = false;
-    int rc = pg_exec(s, q, nq, deadline, res, &interrupted);
+    int rc = pg_exec(s, q, nq, deadline, res,
+                     s->waiting ? &interrupted : NULL);
 
     /* Our cancel ended the statement (57014): it is consumed. */
     if (interrupted && !(rc == PG_SQLERR && strcmp(res->state, "57014") == 0))

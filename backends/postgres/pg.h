@@ -176,6 +176,11 @@ struct pg_session {
     /* lease: the listener's count for the channel of the last attempt */
     uint64_t seen_key, seen_seq;
     bool seen_valid;
+    /* The statements now run are a native wait: dlock__pg_exec watches
+     * the acquire's cancel [B-CANCEL-1]. Set around that run alone, so
+     * the other statements of a cancelled acquire (rollback, fence,
+     * unlock) are never cancelled themselves. */
+    bool waiting;
 };
 
 /* One statement and its parameters (text format). */

@@ -183,8 +183,10 @@ static int tx_acquire(struct dlock_session *ds,
         if (rows && !sh)
             q[nq++] = (struct pg_q){cf->sql[TX_OWNER], 2, {key, req->owner}};
 
+        s->waiting = deadline != 0;
         rc = dlock__pg_run(s, q, nq, dlock__pg_wait_deadline(cf, deadline),
                            &res);
+        s->waiting = false;
         if (rc < 0) /* ECONNECT, or creating the table failed */
             return rc;
         if (rc == PG_SQLERR) {

@@ -90,6 +90,11 @@ static void waiter_start(struct waiter *w, dlock_lock *lk, dlock_cancel *cx)
     assert_int_equal(pthread_create(&w->th, NULL, waiter_run, w), 0);
 }
 
+/* The race's round and the cancel's offset from the release, for the
+ * message of a failure (-1: not in the race). */
+static long race_round = -1;
+static int race_offset_us;
+
 /* After the holder let go: an independent client takes the name at once,
  * so the cancelled waiter left nothing behind. */
 static void assert_free(const char *name)
@@ -98,7 +103,8 @@ static void assert_free(const char *name)
     int rc = dlock_try_acquire(c);
 
     if (rc != DLOCK_OK)
-        fprintf(stderr, "cancel: '%s' not free: %s\n", name,
+        fprintf(stderr, "cancel: '%s' not free (race round %ld, cancel at "
+                "%+d us): %s\n", name, race_round, race_offset_us,
                 dlock_lock_errmsg(c));
     assert_int_equal(rc, DLOCK_OK);
     assert_int_equal(dlock_release(c), DLOCK_OK);
@@ -271,9 +277,12 @@ static void cancel__race_with_grant(void **state)
         }
         assert_int_equal(dlock_lock_depth(lk), 0);
         /* Whatever happened, the waiter holds nothing now. */
+        race_round = i;
+        race_offset_us = offset_us;
         assert_free(name);
         dlock_cancel_free(cx);
     }
+    race_round = -1;
     fprintf(stderr,
             "cancel: race: %ld iterations in %lld ms: %ld granted first, "
             "%ld cancelled, nothing left held\n",
