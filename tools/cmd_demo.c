@@ -4,6 +4,9 @@
  * it, do a little work, write it back one lower. Without a lock they sell
  * more than there is; a mutex inside each process does not help, since the
  * workers are separate processes; a distributed lock makes the count exact.
+ * The optimistic strategy takes no lock for the sale at all: it reads the
+ * count and its version, works, and writes only if the version has not
+ * moved meanwhile (compare-and-set), else it starts the sale again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,14 +20,17 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "pitfalls.h"
 
 #define MAX_URIS 16
 #define THREADS_PER_WORKER 2
 
-enum guard { GUARD_NONE, GUARD_MUTEX, GUARD_DLOCK };
+enum guard { GUARD_NONE, GUARD_MUTEX, GUARD_OPTIMISTIC, GUARD_DLOCK };
 
 struct worker {
     int stock_fd;
+    const char *path;   /* the stock file: GUARD_OPTIMISTIC opens its own */
+    long conflicts;     /* GUARD_OPTIMISTIC: sales started again */
     enum guard guard;
     pthread_mutex_t mutex; /* GUARD_MUTEX: local to one worker process */
     dlock_client *c;       /* GUARD_DLOCK */
@@ -40,26 +46,31 @@ static void demo_help(void)
     printf(
         "usage: dlock demo inventory [--uri URI]... [--workers N] [--stock "
         "S]\n"
+        "       dlock demo pitfalls [--uri URI]... [--only LIST] "
+        "[--waiters N]\n"
         "\n"
-        "Worker processes (2 threads each) sell S items from one shared "
-        "stock:\n"
-        "with no lock, with a mutex in each process, and with a "
-        "distributed\n"
-        "lock on each URI (default: $DLOCK_URI, else file://). Prints how "
-        "many\n"
-        "were sold: more than S means oversold.\n"
+        "demos: inventory, pitfalls (`dlock demo pitfalls --help` describes "
+        "the\nsecond).\n"
+        "\n"
+        "inventory: worker processes (2 threads each) sell S items from one "
+        "shared\nstock: with no lock, with a mutex in each process, with "
+        "no lock but a\nversion compare-and-set that retries on conflict "
+        "(optimistic), and with a\ndistributed lock on each URI (default: "
+        "$DLOCK_URI, else file://). Prints\nhow many were sold: more than S "
+        "means oversold.\n"
         "\n"
         "  --uri URI      a backend to show (repeatable)\n"
         "  --workers N    worker processes (default 4)\n"
         "  --stock S      items in stock (default 200)\n"
         "\n"
-        "exit status: 0 when every distributed lock sold exactly S; 1 "
-        "otherwise;\n64 bad option; 69 a backend cannot be reached.\n");
+        "exit status: 0 when the optimistic row and every distributed lock "
+        "sold\nexactly S; 1 otherwise; 64 bad option; 69 a backend cannot "
+        "be reached.\n");
 }
 
 static long stock_read(int fd)
 {
-    char buf[32];
+    char buf[64];
     ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
 
     if (n <= 0)
@@ -68,13 +79,57 @@ static long stock_read(int fd)
     return strtol(buf, NULL, 10);
 }
 
+/* The stock file holds "count version": the version counts the writes,
+ * for the optimistic strategy; the others read the count alone. */
+static unsigned long stock_version(int fd)
+{
+    char buf[64];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    return strtoul(buf + strcspn(buf, " "), NULL, 10);
+}
+
 static void stock_write(int fd, long v)
 {
-    char buf[32];
-    int n = snprintf(buf, sizeof buf, "%-20ld\n", v);
+    char buf[64];
+    int n = snprintf(buf, sizeof buf, "%-20ld %-20lu\n", v,
+                     stock_version(fd) + 1);
 
     if (pwrite(fd, buf, (size_t)n, 0) != n)
         perror("dlock demo: pwrite");
+}
+
+/*
+ * One optimistic sale on fd (this thread's own open file description):
+ * read count and version with no lock, work, then compare-and-set. The
+ * compare-and-set is one short atomic step, as a database's `UPDATE stock
+ * SET n = n - 1, version = version + 1 WHERE version = ?` is: here an OFD
+ * lock held only around "is the version still v? then write", never
+ * during the work. 1 sold, 0 out of stock, -1 a conflict (retry).
+ */
+static int sell_optimistic(int fd, const struct timespec *work)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    long stock = stock_read(fd);
+    unsigned long v = stock_version(fd);
+    int rc;
+
+    if (stock <= 0)
+        return 0;
+    nanosleep(work, NULL);
+    if (fcntl(fd, F_OFD_SETLKW, &fl) != 0)
+        return -1;
+    /* Both again, now that no one can write: an unlocked read may have
+     * caught a write half done, which then shows here as a change. */
+    rc = stock_version(fd) == v && stock_read(fd) == stock ? 1 : -1;
+    if (rc == 1)
+        stock_write(fd, stock - 1);
+    fl.l_type = F_UNLCK;
+    fcntl(fd, F_OFD_SETLK, &fl);
+    return rc;
 }
 
 static void *sell(void *arg)
@@ -83,8 +138,23 @@ static void *sell(void *arg)
     struct timespec work = {0, 200000}; /* 0.2 ms between read and write */
     dlock_lock *lk = NULL;
     uint64_t max_fence = 0;
-    long sold = 0;
+    long sold = 0, conflicts = 0;
     int rc;
+
+    if (w->guard == GUARD_OPTIMISTIC) {
+        int fd = open(w->path, O_RDWR | O_CLOEXEC);
+        while (fd >= 0 && (rc = sell_optimistic(fd, &work)) != 0) {
+            sold += rc == 1;
+            conflicts += rc == -1;
+        }
+        if (fd >= 0)
+            close(fd);
+        pthread_mutex_lock(&w->mutex);
+        w->sold += sold;
+        w->conflicts += conflicts;
+        pthread_mutex_unlock(&w->mutex);
+        return NULL;
+    }
 
     if (w->guard == GUARD_DLOCK &&
         (rc = dlock_lock_new(&lk, w->c, w->name, NULL)) != DLOCK_OK) {
@@ -128,8 +198,8 @@ static void *sell(void *arg)
 }
 
 /* One worker process: its own client, its own threads; reports on fd. */
-static void worker_main(int stock_fd, enum guard guard, const char *uri,
-                        const char *name, int report)
+static void worker_main(int stock_fd, const char *path, enum guard guard,
+                        const char *uri, const char *name, int report)
 {
     struct worker w;
     pthread_t t[THREADS_PER_WORKER];
@@ -140,6 +210,7 @@ static void worker_main(int stock_fd, enum guard guard, const char *uri,
 
     memset(&w, 0, sizeof w);
     w.stock_fd = stock_fd;
+    w.path = path;
     w.guard = guard;
     w.name = name;
     pthread_mutex_init(&w.mutex, NULL);
@@ -155,9 +226,10 @@ static void worker_main(int stock_fd, enum guard guard, const char *uri,
         for (int i = 0; i < THREADS_PER_WORKER; i++)
             pthread_join(t[i], NULL);
     }
-    /* "sold failure mode max_fence errmsg" */
-    n = snprintf(line, sizeof line, "%ld %d %s %llu %s\n", w.sold, w.failure,
-                 mode, (unsigned long long)w.max_fence, w.errmsg);
+    /* "sold failure mode max_fence conflicts errmsg" */
+    n = snprintf(line, sizeof line, "%ld %d %s %llu %ld %s\n", w.sold,
+                 w.failure, mode, (unsigned long long)w.max_fence,
+                 w.conflicts, w.errmsg);
     dlock_client_close(w.c);
     if (write(report, line, (size_t)n) != n)
         _exit(EXIT_SOFTWARE);
@@ -170,6 +242,7 @@ struct outcome {
     char errmsg[256];
     char mode[64];       /* the backend's mode, as a worker saw it */
     uint64_t max_fence;  /* the highest fencing token handed out */
+    long conflicts;      /* optimistic: sales started again */
     double seconds;
 };
 
@@ -198,7 +271,7 @@ static int run_round(const char *dir, enum guard guard, const char *uri,
         pid_t pid = fork();
         if (pid == 0) {
             close(pipefd[0]);
-            worker_main(fd, guard, uri, name, pipefd[1]);
+            worker_main(fd, path, guard, uri, name, pipefd[1]);
         }
         if (pid < 0)
             tool_err("demo", "fork: %s", strerror(errno));
@@ -207,13 +280,14 @@ static int run_round(const char *dir, enum guard guard, const char *uri,
     FILE *f = fdopen(pipefd[0], "r");
     char line[600];
     while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-        long sold;
+        long sold, conflicts = 0;
         int failure, off = 0;
         unsigned long long fence = 0;
         char mode[64] = "";
-        if (sscanf(line, "%ld %d %63s %llu %n", &sold, &failure, mode, &fence,
-                   &off) >= 4) {
+        if (sscanf(line, "%ld %d %63s %llu %ld %n", &sold, &failure, mode,
+                   &fence, &conflicts, &off) >= 5) {
             out->sold += sold;
+            out->conflicts += conflicts;
             if (fence > out->max_fence)
                 out->max_fence = fence;
             if (mode[0] != '-' && out->mode[0] == '\0')
@@ -255,8 +329,11 @@ static int demo_run(int argc, char **argv)
         demo_help();
         return argc < 2 ? EXIT_USAGE : 0;
     }
+    if (strcmp(argv[1], "pitfalls") == 0)
+        return pf_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "inventory") != 0) {
-        tool_err("demo", "no demo '%s' (there is: inventory)", argv[1]);
+        tool_err("demo", "no demo '%s' (there are: inventory, pitfalls)",
+                 argv[1]);
         return EXIT_USAGE;
     }
     optind = 2;
@@ -311,9 +388,9 @@ static int demo_run(int argc, char **argv)
            workers, THREADS_PER_WORKER, stock);
     printf("%-44s %8s %9s %8s\n", "guard", "sold", "oversold", "seconds");
     int exact = 0, ran = 0;
-    for (size_t i = 0; i < nuris + 2; i++) {
-        enum guard g = i == 0 ? GUARD_NONE : i == 1 ? GUARD_MUTEX : GUARD_DLOCK;
-        const char *uri = g == GUARD_DLOCK ? uris[i - 2] : NULL;
+    for (size_t i = 0; i < nuris + 3; i++) {
+        enum guard g = i < 3 ? (enum guard)i : GUARD_DLOCK;
+        const char *uri = g == GUARD_DLOCK ? uris[i - 3] : NULL;
         char label[256], red[200];
         struct outcome o;
 
@@ -321,6 +398,8 @@ static int demo_run(int argc, char **argv)
             snprintf(label, sizeof label, "no lock");
         else if (g == GUARD_MUTEX)
             snprintf(label, sizeof label, "mutex in each process");
+        else if (g == GUARD_OPTIMISTIC)
+            snprintf(label, sizeof label, "optimistic: version CAS, no lock");
         else {
             bn_redact(uri, red, sizeof red); /* never print a password */
             snprintf(label, sizeof label, "dlock %s", red);
@@ -339,7 +418,8 @@ static int demo_run(int argc, char **argv)
         }
         long over = o.sold - (long)stock;
         printf("%-44.44s %8ld %9ld %8.2f%s\n", label, o.sold, over, o.seconds,
-               g == GUARD_DLOCK ? (over == 0 ? "  exact" : "  WRONG") : "");
+               g >= GUARD_OPTIMISTIC ? (over == 0 ? "  exact" : "  WRONG")
+                                     : "");
         /* One line that says why the row came out as it did. */
         if (g == GUARD_NONE)
             printf("    sales overlap: two sales read the same count and "
@@ -349,6 +429,12 @@ static int demo_run(int argc, char **argv)
             printf("    the mutex orders the %d threads of one process, not "
                    "the %lu processes:\n    still %ld oversold\n",
                    THREADS_PER_WORKER, workers, over);
+        else if (g == GUARD_OPTIMISTIC)
+            printf("    no lock during the work; a sale whose version moved "
+                   "meanwhile starts\n    again: %ld conflicts, %.2f retries "
+                   "per sale, %.0f us per sale\n",
+                   o.conflicts, o.sold > 0 ? (double)o.conflicts / o.sold : 0,
+                   o.sold > 0 ? o.seconds * 1e6 / (double)o.sold : 0);
         else if (over == 0 && o.max_fence > 0)
             printf("    one sale at a time across all %lu processes (mode %s; "
                    "last fencing\n    token %llu)\n",
@@ -365,7 +451,7 @@ static int demo_run(int argc, char **argv)
             ran++;
             exact += over == 0;
         }
-        if (g == GUARD_DLOCK && over != 0 && status == 0)
+        if (g >= GUARD_OPTIMISTIC && over != 0 && status == 0)
             status = 1;
     }
     if (ran > 0)
