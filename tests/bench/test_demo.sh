@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_demo.sh CHECK_JSON: `dlock demo inventory` on file:// sells exactly
-# the stock with the distributed lock (the exit status says so too), shows
-# the no-lock and per-process-mutex rows with their explanation, and
-# refuses bad options with 64.
+# the stock with the distributed lock and with the optimistic compare-and-
+# set (the exit status says so too), shows the no-lock and per-process-mutex
+# rows with their explanation, and refuses bad options with 64.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -17,6 +17,13 @@ grep -q '^no lock' "$work/out" && grep -q '^mutex in each process' "$work/out" &
     ok "no-lock and mutex rows are shown" || not_ok "rows"
 grep -q 'items sold that were not in stock' "$work/out" &&
     ok "the no-lock row is explained" || not_ok "explanation"
+# The optimistic row, no lock but a version compare-and-set: exact too.
+read -r _ _ _ _ _ sold over _ verdict <<<"$(grep '^optimistic' "$work/out")"
+[ "$sold" = 60 ] && [ "$over" = 0 ] && [ "$verdict" = exact ] &&
+    ok "the optimistic row sold exactly 60" ||
+    not_ok "optimistic row: $(grep -A2 '^optimistic' "$work/out")"
+grep -q 'retries per sale' "$work/out" &&
+    ok "the optimistic row counts its retries" || not_ok "retries"
 grep -q '^1 of 1 distributed locks sold exactly 60' "$work/out" &&
     ok "the closing line counts the exact locks" || not_ok "closing line"
 
@@ -24,7 +31,7 @@ grep -q '^1 of 1 distributed locks sold exactly 60' "$work/out" &&
 "$DLOCK" demo inventory --uri "$uri" --uri "$uri-b" --workers 2 --stock 30 \
     >"$work/out2" 2>&1
 rc=$?
-[ $rc = 0 ] && [ "$(grep -c 'exact$' "$work/out2")" = 2 ] &&
+[ $rc = 0 ] && [ "$(grep -c '^dlock .*exact$' "$work/out2")" = 2 ] &&
     ok "two URIs, both exact" || not_ok "two URIs (exit $rc)"
 
 # A password never shows; the unknown scheme is a usage error.
