@@ -465,6 +465,6 @@ static int demo_run(int argc, char **argv)
 }
 
 const struct tool_cmd tool_demo = {
-    "demo", "show why distributed locks exist (inventory)", demo_run,
-    demo_help,
+    "demo", "show why distributed locks exist (inventory, pitfalls)",
+    demo_run, demo_help,
 };

@@ -34,22 +34,36 @@
 #include "bench.h"
 #include "pitfalls.h"
 
-enum recipe { R_SETNX_EXPIRE, R_GETSET_CLOCK, R_DEL_NO_OWNER, R_GET_THEN_DEL,
-              R_ZK_HERD, R_COUNT };
+enum recipe {
+    R_SETNX_EXPIRE,
+    R_GETSET_CLOCK,
+    R_DEL_NO_OWNER,
+    R_GET_THEN_DEL,
+    R_ZK_HERD,
+    R_COUNT
+};
 
 static const struct {
     const char *name, *title, *server;
 } recipes[R_COUNT] = {
-    {"setnx-expire", "SETNX, then EXPIRE as a second command, the holder "
-                     "killed between them", "redis"},
-    {"getset-clock", "the SETNX/GETSET timestamp lock, two clients whose "
-                     "clocks differ", "redis"},
+    {"setnx-expire",
+     "SETNX, then EXPIRE as a second command, the holder "
+     "killed between them",
+     "redis"},
+    {"getset-clock",
+     "the SETNX/GETSET timestamp lock, two clients whose "
+     "clocks differ",
+     "redis"},
     {"del-no-owner", "DEL without an owner check, after the lease ran out",
      "redis"},
-    {"get-then-del", "GET, compare, then DEL: the check outside the atomic "
-                     "step", "redis"},
-    {"zk-herd", "every ZooKeeper waiter watching all the children (the "
-                "herd)", "zk"},
+    {"get-then-del",
+     "GET, compare, then DEL: the check outside the atomic "
+     "step",
+     "redis"},
+    {"zk-herd",
+     "every ZooKeeper waiter watching all the children (the "
+     "herd)",
+     "zk"},
 };
 
 void pf_help(void)
@@ -98,13 +112,13 @@ void pf_help(void)
         "could run for\nwant of a server; 69 a server cannot be reached.\n");
 }
 
-/* ---- the timeline ---------------------------------------------------------- */
+/* ---- the timeline -------------------------------------------------------- */
 
-#define PF_MAX_EV 64
+#define PF_MAX_EV  64
 #define PF_MAX_ACT 4
 
 struct pf_event {
-    char who, kind; /* kind: H hold begins, E hold ends, N note, K note and
+    char who, kind;     /* kind: H hold begins, E hold ends, N note, K note and
                        "kill me now", X could not run */
     long long t, lease; /* ms since the run began; H: the lease, 0: none */
     char text[200];
@@ -248,8 +262,8 @@ static void run_collect(struct run *r)
         int off = 0;
 
         memset(&e, 0, sizeof e);
-        if (sscanf(line, "%c %c %lld %lld %n", &e.who, &e.kind, &e.t,
-                   &e.lease, &off) < 4)
+        if (sscanf(line, "%c %c %lld %lld %n", &e.who, &e.kind, &e.t, &e.lease,
+                   &off) < 4)
             continue;
         snprintf(e.text, sizeof e.text, "%s", line + off);
         e.text[strcspn(e.text, "\n")] = '\0';
@@ -266,8 +280,7 @@ static void run_collect(struct run *r)
             r->ev[r->n++] = e;
         if (e.kind == 'K') {
             long long t = run_now(r);
-            run_note(r, 'P', 'N', "SIGKILL %c (pid %ld)", e.who,
-                     (long)victim);
+            run_note(r, 'P', 'N', "SIGKILL %c (pid %ld)", e.who, (long)victim);
             r->ev[r->n - 1].t = t;
         }
     }
@@ -375,7 +388,7 @@ static long long run_find(const struct run *r, char who, char kind,
     return -1;
 }
 
-/* ---- dlock as the fix -------------------------------------------------------- */
+/* ---- dlock as the fix ---------------------------------------------------- */
 
 /* Open a client and a lock handle for actor a with this lease; X on
  * failure. */
@@ -409,8 +422,8 @@ static bool a_dlock_poll(struct actor *a, long long until, uint32_t lease)
            lease, (unsigned long long)dlock_fence(a->lk));
         return true;
     }
-    ev(a, 'N', 0, "gave up: %s", rc == DLOCK_EBUSY ? "still held"
-                                                    : dlock_lock_errmsg(a->lk));
+    ev(a, 'N', 0, "gave up: %s",
+       rc == DLOCK_EBUSY ? "still held" : dlock_lock_errmsg(a->lk));
     return false;
 }
 
@@ -418,8 +431,8 @@ static void a_dlock_release(struct actor *a)
 {
     int rc = dlock_release(a->lk);
 
-    ev(a, 'E', 0, "dlock_release -> %s", rc == DLOCK_OK ? "OK"
-                                                       : dlock_err_name(rc));
+    ev(a, 'E', 0, "dlock_release -> %s",
+       rc == DLOCK_OK ? "OK" : dlock_err_name(rc));
 }
 
 static void a_dlock_close(struct actor *a)
@@ -429,7 +442,7 @@ static void a_dlock_close(struct actor *a)
 }
 
 #ifdef DLOCK_TOOL_HIREDIS
-/* ---- Redis, raw ------------------------------------------------------------------ */
+/* ---- Redis, raw ---------------------------------------------------------- */
 
 /* Percent-decode [s, s+n) into out. */
 static void pct_decode(const char *s, size_t n, char *out, size_t cap)
@@ -494,8 +507,8 @@ static redisContext *redis_connect(const char *uri, char *err, size_t cap)
     }
     redisSetTimeout(c, (struct timeval){5, 0});
     rep = pass[0] == '\0' ? NULL
-          : user[0] ? redisCommand(c, "AUTH %s %s", user, pass)
-                    : redisCommand(c, "AUTH %s", pass);
+          : user[0]       ? redisCommand(c, "AUTH %s %s", user, pass)
+                          : redisCommand(c, "AUTH %s", pass);
     if (pass[0] != '\0' && (rep == NULL || rep->type == REDIS_REPLY_ERROR)) {
         snprintf(err, cap, "redis: AUTH: %s", rep ? rep->str : c->errstr);
         freeReplyObject(rep);
@@ -536,8 +549,8 @@ static const char *rtext(redisReply *r, char *buf, size_t cap)
 }
 
 /* One command; its reply as text into buf, its integer (or -2) back. */
-static long long rcmd(struct actor *a, char *buf, size_t cap,
-                      const char *fmt, ...)
+static long long rcmd(struct actor *a, char *buf, size_t cap, const char *fmt,
+                      ...)
 {
     va_list ap;
     redisReply *r;
@@ -560,10 +573,9 @@ static bool a_set_poll(struct actor *a, long long until, long long lease)
     char who[2] = {a->who, '\0'}, t[64];
 
     for (;;) {
-        if (rcmd(a, t, sizeof t, "SET %s %s NX PX %lld", a->key, who,
-                 lease) == 1) {
-            ev(a, 'H', lease, "SET %s NX PX %lld -> OK: acquired", who,
-               lease);
+        if (rcmd(a, t, sizeof t, "SET %s %s NX PX %lld", a->key, who, lease) ==
+            1) {
+            ev(a, 'H', lease, "SET %s NX PX %lld -> OK: acquired", who, lease);
             return true;
         }
         if (a_now(a) >= until) {
@@ -578,7 +590,7 @@ static const char cad_script[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('del', KEYS[1]) else return 0 end";
 
-/* ---- setnx-expire ---------------------------------------------------------- */
+/* ---- setnx-expire -------------------------------------------------------- */
 
 #define R1_LEASE 500
 
@@ -594,8 +606,10 @@ static void r1_holder(struct actor *a)
         ev(a, 'K', 0, "next: EXPIRE key 1; killed before it");
     } else {
         rcmd(a, t, sizeof t, "SET %s A NX PX %d", a->key, R1_LEASE);
-        ev(a, 'H', R1_LEASE, "SET key A NX PX %d -> %s: acquired, with "
-           "its expiry", R1_LEASE, t);
+        ev(a, 'H', R1_LEASE,
+           "SET key A NX PX %d -> %s: acquired, with "
+           "its expiry",
+           R1_LEASE, t);
         ev(a, 'K', 0, "killed while holding");
     }
     for (;;)
@@ -638,17 +652,22 @@ static void recipe_setnx_expire(const char *uri, const char *key,
         long long start = run_now(&r), tries = 0;
         while (run_now(&r) < start + 3 * R1_LEASE) {
             tries++;
-            if (rcmd(&w, t, sizeof t, "SET %s W NX PX %d", key, R1_LEASE) == 1) {
+            if (rcmd(&w, t, sizeof t, "SET %s W NX PX %d", key, R1_LEASE) ==
+                1) {
                 got[v] = run_now(&r) - start;
-                run_note(&r, 'W', 'N', "SET key W NX PX %d -> OK after %lld "
-                         "ms (%lld tries)", R1_LEASE, got[v], tries);
+                run_note(&r, 'W', 'N',
+                         "SET key W NX PX %d -> OK after %lld "
+                         "ms (%lld tries)",
+                         R1_LEASE, got[v], tries);
                 break;
             }
             bn_sleep_ms(10);
         }
         if (got[v] < 0)
-            run_note(&r, 'W', 'N', "timed out after %lld ms (%lld tries): "
-                     "the key is still there", run_now(&r) - start, tries);
+            run_note(&r, 'W', 'N',
+                     "timed out after %lld ms (%lld tries): "
+                     "the key is still there",
+                     run_now(&r) - start, tries);
         rcmd(&w, t, sizeof t, "DEL %s", key);
         redisFree(w.rc);
         run_print(&r);
@@ -658,14 +677,16 @@ static void recipe_setnx_expire(const char *uri, const char *key,
     res->fix_held = ttl[1] > 0 && got[1] >= 0;
     snprintf(res->broken, sizeof res->broken, "TTL %lld, waiter %s", ttl[0],
              got[0] < 0 ? "timed out: stuck forever" : "got in");
-    snprintf(res->fix, sizeof res->fix, "waiter in after %lld ms, the lease "
-             "being %d ms", got[1], R1_LEASE);
+    snprintf(res->fix, sizeof res->fix,
+             "waiter in after %lld ms, the lease "
+             "being %d ms",
+             got[1], R1_LEASE);
 }
 
-/* ---- getset-clock ---------------------------------------------------------- */
+/* ---- getset-clock -------------------------------------------------------- */
 
 #define R2_TIMEOUT 1000 /* the recipe's lock timeout, and dlock's lease */
-#define R2_SKEW 2000    /* B's clock is this far ahead */
+#define R2_SKEW    2000 /* B's clock is this far ahead */
 
 static long long wall_ms(const struct actor *a)
 {
@@ -700,8 +721,10 @@ static bool gs_acquire(struct actor *a, long long until, long long *mine)
             freeReplyObject(r);
             if (old < now) {
                 *mine = exp;
-                ev(a, 'H', 0, "GET -> an expiry %lld ms ago by my clock: "
-                   "GETSET -> it again: acquired", now - v);
+                ev(a, 'H', 0,
+                   "GET -> an expiry %lld ms ago by my clock: "
+                   "GETSET -> it again: acquired",
+                   now - v);
                 return true;
             }
         }
@@ -716,8 +739,7 @@ static bool gs_acquire(struct actor *a, long long until, long long *mine)
 /* A holds 600 ms from 0; B tries from 150 ms and holds 200 ms. */
 static void r2_actor(struct actor *a)
 {
-    long long start = a->who == 'A' ? 0 : 150, hold = a->who == 'A' ? 600
-                                                                    : 200;
+    long long start = a->who == 'A' ? 0 : 150, hold = a->who == 'A' ? 600 : 200;
     char t[64];
 
     if (a->variant == 0 ? !a_redis(a) : !a_dlock(a, R2_TIMEOUT, 0))
@@ -730,8 +752,10 @@ static void r2_actor(struct actor *a)
             bn_sleep_ms((uint32_t)hold);
             if (wall_ms(a) < mine) {
                 rcmd(a, t, sizeof t, "DEL %s", a->key);
-                ev(a, 'E', 0, "DEL key -> %s (my expiry not reached by my "
-                   "clock)", t);
+                ev(a, 'E', 0,
+                   "DEL key -> %s (my expiry not reached by my "
+                   "clock)",
+                   t);
             } else
                 ev(a, 'E', 0, "done; past my expiry, so no DEL");
         }
@@ -793,7 +817,7 @@ static void recipe_getset_clock(const char *uri, const char *key,
     snprintf(res->fix, sizeof res->fix, "one holder at a time");
 }
 
-/* ---- del-no-owner and get-then-del ------------------------------------------ */
+/* ---- del-no-owner and get-then-del --------------------------------------- */
 
 /*
  * A takes the lock with a 500 ms lease and stalls to 700 ms; B polls from
@@ -807,7 +831,7 @@ static void recipe_getset_clock(const char *uri, const char *key,
  */
 enum rel { REL_DEL, REL_GETDEL, REL_CAD, REL_DLOCK };
 #define R3_LEASE 500
-#define R3_LONG 3000
+#define R3_LONG  3000
 
 static void r3_release(struct actor *a)
 {
@@ -828,7 +852,8 @@ static void r3_release(struct actor *a)
         }
         ev(a, 'N', 0, "GET key -> %s: mine, so DEL it next%s", t,
            a->who == 'A' ? "; stalls before the DEL (a GC pause, a slow "
-                           "network) past its lease" : "");
+                           "network) past its lease"
+                         : "");
         if (a->who == 'A')
             a_at(a, 700);
         v = rcmd(a, t, sizeof t, "DEL %s", a->key);
@@ -863,7 +888,8 @@ static void r3_actor(struct actor *a)
         if (a->who == 'A') {
             a_at(a, 300);
             if (a->variant != REL_GETDEL) {
-                ev(a, 'N', 0, "stalls (a GC pause, a slow disk) past its "
+                ev(a, 'N', 0,
+                   "stalls (a GC pause, a slow disk) past its "
                    "lease");
                 a_at(a, 700);
             }
@@ -886,8 +912,8 @@ static void recipe_owner(const char *uri, const char *key, enum rel broken,
     for (int v = 0; v < 2; v++) {
         enum rel rel = v == 0 ? broken : fix;
         struct run r;
-        struct actor a = {.who = 'A', .uri = uri, .key = key,
-                          .variant = (int)rel};
+        struct actor a = {
+            .who = 'A', .uri = uri, .key = key, .variant = (int)rel};
         struct actor b = a, c = a;
         char name[160];
 
@@ -931,7 +957,7 @@ static void recipe_owner(const char *uri, const char *key, enum rel broken,
 }
 #endif /* DLOCK_TOOL_HIREDIS */
 
-/* ---- the command ------------------------------------------------------------ */
+/* ---- the command --------------------------------------------------------- */
 
 static bool scheme_is(const char *uri, const char *scheme)
 {
@@ -986,9 +1012,11 @@ int pf_main(int argc, char **argv)
                 while (i < R_COUNT && strcmp(recipes[i].name, w) != 0)
                     i++;
                 if (i == R_COUNT) {
-                    tool_err("demo pitfalls", "--only: no recipe '%s' "
+                    tool_err("demo pitfalls",
+                             "--only: no recipe '%s' "
                              "(there are: setnx-expire, getset-clock, "
-                             "del-no-owner, get-then-del, zk-herd)", w);
+                             "del-no-owner, get-then-del, zk-herd)",
+                             w);
                     return EXIT_USAGE;
                 }
                 want[i] = true;
@@ -1007,8 +1035,7 @@ int pf_main(int argc, char **argv)
             tool_err("demo pitfalls", "%s: needs a value", argv[optind - 1]);
             return EXIT_USAGE;
         default:
-            tool_err("demo pitfalls", "unknown option '%s'",
-                     argv[optind - 1]);
+            tool_err("demo pitfalls", "unknown option '%s'", argv[optind - 1]);
             return EXIT_USAGE;
         }
     }
@@ -1073,8 +1100,7 @@ int pf_main(int argc, char **argv)
         }
         if (res[i].ran)
             printf("  verdict: broken recipe %s (%s); fix %s (%s)\n\n",
-                   res[i].broken_failed ? "FAILED as expected"
-                                        : "did NOT fail",
+                   res[i].broken_failed ? "FAILED as expected" : "did NOT fail",
                    res[i].broken, res[i].fix_held ? "HELD" : "BROKE",
                    res[i].fix);
         else
@@ -1087,8 +1113,7 @@ int pf_main(int argc, char **argv)
             continue;
         if (!res[i].ran) {
             printf("%-14s %-11s %-6s %s\n", recipes[i].name,
-                   res[i].unreachable ? "not-run" : "skipped", "-",
-                   res[i].why);
+                   res[i].unreachable ? "not-run" : "skipped", "-", res[i].why);
             if (res[i].unreachable)
                 status = EXIT_UNAVAILABLE;
             continue;
@@ -1097,12 +1122,11 @@ int pf_main(int argc, char **argv)
         good += res[i].broken_failed && res[i].fix_held;
         printf("%-14s %-11s %-6s %s | %s\n", recipes[i].name,
                res[i].broken_failed ? "failed" : "no-failure",
-               res[i].fix_held ? "held" : "broke", res[i].broken,
-               res[i].fix);
+               res[i].fix_held ? "held" : "broke", res[i].broken, res[i].fix);
     }
     printf("\n%d of %d recipes: the broken one failed and the fix held "
-           "(%.1f s).\n", good, ran,
-           (double)(bn_now_ns() - t0) / 1e9);
+           "(%.1f s).\n",
+           good, ran, (double)(bn_now_ns() - t0) / 1e9);
     if (status != 0)
         return status;
     if (ran == 0) {

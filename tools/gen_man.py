@@ -52,8 +52,16 @@ page += [".SH DESCRIPTION", roff(intro), ".PP",
          "\\fBdlock\\fR \\fICOMMAND\\fR \\fB\\-\\-help\\fR prints it.",
          ".SH COMMANDS"]
 for name, summary in commands:
+    text = help_of(name)
     page += [f".SS {name}", roff(summary) + ".", ".PP", ".nf",
-             roff(help_of(name).rstrip()), ".fi"]
+             roff(text.rstrip()), ".fi"]
+    # A command with parts of its own ("demos: inventory, pitfalls"): the
+    # help of each part that has a text of its own.
+    parts = re.search(r"^demos: ([a-z, ]+)", text, re.M)
+    for part in parts.group(1).replace(",", " ").split() if parts else []:
+        more = help_of(name, part)
+        if more != text:
+            page += [".PP", ".nf", roff(more.rstrip()), ".fi"]
 page += [
     ".SH ENVIRONMENT",
     ".TP",

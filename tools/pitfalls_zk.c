@@ -85,12 +85,14 @@ static bool mntr(const char *host, int port, struct counts *c, char *err,
             c->notified += v;
     }
     if (!seen)
-        snprintf(err, cap, "mntr: %s:%d gave no counters (is mntr in its "
-                 "4lw.commands.whitelist?)", host, port);
+        snprintf(err, cap,
+                 "mntr: %s:%d gave no counters (is mntr in its "
+                 "4lw.commands.whitelist?)",
+                 host, port);
     return seen;
 }
 
-/* ---- the naive recipe, one waiter process ----------------------------------- */
+/* ---- the naive recipe, one waiter process -------------------------------- */
 
 struct zw {
     pthread_mutex_t m;
@@ -227,10 +229,9 @@ static void naive_waiter(const char *hosts, const char *base, int go,
     _exit(0);
 }
 
-/* ---- dlock, one waiter process ---------------------------------------------- */
+/* ---- dlock, one waiter process ------------------------------------------- */
 
-static void dlock_waiter(const char *uri, const char *name, int go,
-                         int report)
+static void dlock_waiter(const char *uri, const char *name, int go, int report)
 {
     dlock_client *c = NULL;
     dlock_lock *lk = NULL;
@@ -256,7 +257,7 @@ static void dlock_waiter(const char *uri, const char *name, int go,
     _exit(0);
 }
 
-/* ---- the parent -------------------------------------------------------------- */
+/* ---- the parent ---------------------------------------------------------- */
 
 struct herd {
     unsigned n;
@@ -367,7 +368,8 @@ void pf_zk_herd(const char *uri, unsigned waiters, struct pf_result *res)
 
     zk_hosts(uri, hosts, sizeof hosts);
     if (!bn_uri_first_hostport(uri, host, sizeof host, &port, &s, &e)) {
-        snprintf(res->why, sizeof res->why, "the zk:// URI names no "
+        snprintf(res->why, sizeof res->why,
+                 "the zk:// URI names no "
                  "host:port to ask mntr");
         return;
     }
@@ -383,7 +385,8 @@ void pf_zk_herd(const char *uri, unsigned waiters, struct pf_result *res)
     /* broken */
     printf("  broken: %u waiters, each watching all the children of %s "
            "(zoo_wget_children),\n  queue behind a holder; each holds %d ms "
-           "and deletes its node:\n", waiters, base, HOLD_MS);
+           "and deletes its node:\n",
+           waiters, base, HOLD_MS);
     struct herd h = {.n = waiters};
     herd_fork(&h, hosts, base, NULL, NULL);
     struct zw w = {.connected = 0};
@@ -423,7 +426,8 @@ void pf_zk_herd(const char *uri, unsigned waiters, struct pf_result *res)
 
     /* fix */
     printf("  fix: the same %u waiters through dlock's zk:// lock, each "
-           "watching only its\n  predecessor:\n", waiters);
+           "watching only its\n  predecessor:\n",
+           waiters);
     struct herd f = {.n = waiters};
     dlock_client *c = NULL;
     dlock_lock *lk = NULL;
