@@ -95,7 +95,10 @@ void pf_help(void)
         "dlock's\n"
         "                 predecessor watch: the server's notifications and "
         "packets\n"
-        "                 per hand-off (its mntr counters)\n"
+        "                 per hand-off (its mntr counters: the server must "
+        "allow mntr\n"
+        "                 in 4lw.commands.whitelist, and be quiet "
+        "meanwhile)\n"
         "The Redis recipes need a redis:// URI and the last a zk:// one; a "
         "recipe\nwhose server is not given is skipped, saying so. The "
         "broken recipes use\nthe bare client libraries, never dlock.\n"
@@ -133,6 +136,7 @@ struct run {
     struct pf_event ev[PF_MAX_EV];
     int n;
     long long end; /* when the last actor was done */
+    FILE *in;      /* the read end of the actors' pipe */
     bool failed;   /* an actor could not run (X) */
     char why[256];
 };
@@ -145,6 +149,7 @@ struct actor {
     const char *key; /* the lock's key (raw) or name (dlock) */
     int variant;     /* the recipe's own switch */
     long offset_ms;  /* getset-clock: how far this client's clock is off */
+    long long base;  /* a_at() counts from here (ms since the run began) */
 #ifdef DLOCK_TOOL_HIREDIS
     redisContext *rc;
 #endif
@@ -157,10 +162,10 @@ static long long a_now(const struct actor *a)
     return (long long)((bn_now_ns() - a->t0) / 1000000u);
 }
 
-/* Sleep until ms after the run began. */
+/* Sleep until ms after a->base. */
 static void a_at(const struct actor *a, long long ms)
 {
-    long long now = a_now(a);
+    long long now = a_now(a) - a->base;
 
     if (ms > now)
         bn_sleep_ms((uint32_t)(ms - now));
@@ -248,17 +253,18 @@ static void run_spawn(struct run *r, struct actor *a,
     r->who[r->nact++] = a->who;
 }
 
-/* Read the actors' reports until all are done; SIGKILL an actor the moment
- * it asks (K). */
-static void run_collect(struct run *r)
+/* Read the actors' reports until actor who reports an event of kind
+ * (true), or until all are done (who 0, or EOF: false); SIGKILL an actor
+ * the moment it asks (K). */
+static bool run_read(struct run *r, char who, char kind)
 {
-    FILE *f;
     char line[300];
 
-    close(r->fd[1]);
-    f = fdopen(r->fd[0], "r");
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+    if (r->in == NULL && (r->in = fdopen(r->fd[0], "r")) == NULL)
+        return false;
+    while (fgets(line, sizeof line, r->in) != NULL) {
         struct pf_event e;
+        pid_t victim = -1;
         int off = 0;
 
         memset(&e, 0, sizeof e);
@@ -267,7 +273,6 @@ static void run_collect(struct run *r)
             continue;
         snprintf(e.text, sizeof e.text, "%s", line + off);
         e.text[strcspn(e.text, "\n")] = '\0';
-        pid_t victim = -1;
         if (e.kind == 'K')
             for (int i = 0; i < r->nact; i++)
                 if (r->who[i] == e.who)
@@ -278,19 +283,44 @@ static void run_collect(struct run *r)
         }
         if (r->n < PF_MAX_EV)
             r->ev[r->n++] = e;
-        if (e.kind == 'K') {
-            long long t = run_now(r);
+        if (e.kind == 'K')
             run_note(r, 'P', 'N', "SIGKILL %c (pid %ld)", e.who, (long)victim);
-            r->ev[r->n - 1].t = t;
-        }
+        if (e.who == who && e.kind == kind)
+            return true;
+        if (e.kind == 'X' && who != 0)
+            return false;
     }
-    if (f != NULL)
-        fclose(f);
+    return false;
+}
+
+/* Wait for every actor; the run ends. */
+static void run_collect(struct run *r)
+{
+    close(r->fd[1]);
+    run_read(r, 0, 0);
+    if (r->in != NULL)
+        fclose(r->in);
     else
         close(r->fd[0]);
     for (int i = 0; i < r->nact; i++)
         bn_reap(r->pid[i], 10000);
     r->end = run_now(r);
+}
+
+/* Start actor a (A), and the others once A has the lock, with their
+ * schedules counted from that moment (so a slow start of A cannot reorder
+ * the story). False if A never got it. */
+static bool run_after_a(struct run *r, struct actor *a, struct actor *others,
+                        int n, void (*fn)(struct actor *))
+{
+    run_spawn(r, a, fn);
+    if (!run_read(r, 'A', 'H'))
+        return false;
+    for (int i = 0; i < n; i++) {
+        others[i].base = r->ev[r->n - 1].t;
+        run_spawn(r, &others[i], fn);
+    }
+    return true;
 }
 
 static int ev_cmp(const void *x, const void *y)
@@ -736,7 +766,8 @@ static bool gs_acquire(struct actor *a, long long until, long long *mine)
     }
 }
 
-/* A holds 600 ms from 0; B tries from 150 ms and holds 200 ms. */
+/* A holds 600 ms from its grant; B tries from 150 ms after that grant and
+ * holds 200 ms. */
 static void r2_actor(struct actor *a)
 {
     long long start = a->who == 'A' ? 0 : 150, hold = a->who == 'A' ? 600 : 200;
@@ -790,14 +821,13 @@ static void recipe_getset_clock(const char *uri, const char *key,
         printf(v == 0 ? "  broken: the lock's value is <now + %d ms> by the "
                         "client's clock; B's clock\n  is %d ms fast (an "
                         "offset added to its readings). A holds 600 ms, B "
-                        "tries at 150:\n"
+                        "tries\n  150 ms after A's grant:\n"
                       : "  fix: dlock's lease lock, lease %d ms, counted by "
                         "the server (PX); B's clock\n  is %d ms fast as "
                         "before, and nothing reads it:\n",
                R2_TIMEOUT, R2_SKEW);
         run_begin(&r);
-        run_spawn(&r, &a, r2_actor);
-        run_spawn(&r, &b, r2_actor);
+        run_after_a(&r, &a, &b, 1, r2_actor);
         if (!run_judge(&r, res, &ov[v], &x[v], &y[v]))
             return;
         if (v == 0) {
@@ -886,6 +916,7 @@ static void r3_actor(struct actor *a)
     if (dl ? a_dlock_poll(a, start + 3000, (uint32_t)lease)
            : a_set_poll(a, start + 3000, lease)) {
         if (a->who == 'A') {
+            a->base = a_now(a); /* A's times count from its grant */
             a_at(a, 300);
             if (a->variant != REL_GETDEL) {
                 ev(a, 'N', 0,
@@ -928,14 +959,14 @@ static void recipe_owner(const char *uri, const char *key, enum rel broken,
             "EVAL compare-and-delete (one atomic step)",
             "dlock_release (owner checked, atomically)"};
         printf("  %s: A's lease is %d ms and it stalls to 700 ms; then %s.\n"
-               "  B waits from 50 ms, C from 750 ms%s:\n",
+               "  B waits from 50 ms, C from 750 ms%s\n  (times after "
+               "A's grant):\n",
                v == 0 ? "broken" : "fix", R3_LEASE, how[rel],
                rel == REL_DLOCK ? " (dlock_try_acquire every 10 ms)"
                                 : " (SET NX PX every 10 ms)");
         run_begin(&r);
-        run_spawn(&r, &a, r3_actor);
-        run_spawn(&r, &b, r3_actor);
-        run_spawn(&r, &c, r3_actor);
+        struct actor bc[2] = {b, c};
+        run_after_a(&r, &a, bc, 2, r3_actor);
         if (!run_judge(&r, res, &ov[v], &x[v], &y[v]))
             return;
         for (int i = 0; i < r.n; i++)

@@ -39,6 +39,7 @@
 
 struct counts {
     long long sent, notified;
+    long long alive; /* zk_num_alive_connections, this mntr's included */
 };
 
 /* The server's mntr counters; false (why in err) if it will not say. */
@@ -83,6 +84,8 @@ static bool mntr(const char *host, int port, struct counts *c, char *err,
         } else if (strncmp(name, "zk_sum_node_", 12) == 0 &&
                    strstr(name, "_watch_count") != NULL)
             c->notified += v;
+        else if (strcmp(name, "zk_num_alive_connections") == 0)
+            c->alive = v;
     }
     if (!seen)
         snprintf(err, cap,
@@ -348,14 +351,25 @@ static void zk_hosts(const char *uri, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)(path > auth ? path : auth), p);
 }
 
-static void report(const char *what, unsigned n, double secs,
-                   const struct counts *d)
+/*
+ * The server's counters are the whole server's: another client's traffic
+ * during the hand-offs counts too. c0.alive says how many connections it
+ * had, ours (the waiters, this process's and mntr's own) included.
+ */
+static long long report(const char *what, unsigned n, double secs,
+                        const struct counts *d, const struct counts *c0)
 {
+    long long others = c0->alive - (long long)n - 2;
+
+    if (others > 0)
+        printf("    (the server had %lld other connections: their traffic "
+               "counts too)\n", others);
     printf("    %s: %u hand-offs in %.2f s; the server fired %lld watch "
            "notifications\n    (%.1f per hand-off) and sent %lld packets "
            "(%.1f per hand-off)\n",
            what, n, secs, d->notified, (double)d->notified / n, d->sent,
            (double)d->sent / n);
+    return others > 0 ? others : 0;
 }
 
 void pf_zk_herd(const char *uri, unsigned waiters, struct pf_result *res)
@@ -374,7 +388,7 @@ void pf_zk_herd(const char *uri, unsigned waiters, struct pf_result *res)
         return;
     }
     if (!mntr(host, port, &c0, err, sizeof err)) {
-        res->unreachable = true;
+        res->unreachable = strstr(err, "cannot ask") != NULL;
         snprintf(res->why, sizeof res->why, "%s", err);
         return;
     }
@@ -417,7 +431,7 @@ void pf_zk_herd(const char *uri, unsigned waiters, struct pf_result *res)
     zookeeper_close(zh);
     naive.sent = c1.sent - c0.sent;
     naive.notified = c1.notified - c0.notified;
-    report("measured", waiters, secs, &naive);
+    long long busy = report("measured", waiters, secs, &naive, &c0);
     printf("    the waiters received %lld child events for %u hand-offs: "
            "%lld woke for nothing\n",
            h.events, waiters, h.events - waiters);
@@ -466,7 +480,7 @@ void pf_zk_herd(const char *uri, unsigned waiters, struct pf_result *res)
     dlock_client_close(c);
     fix.sent = c1.sent - c0.sent;
     fix.notified = c1.notified - c0.notified;
-    report("measured", waiters, secs, &fix);
+    busy += report("measured", waiters, secs, &fix, &c0);
     per[1] = (double)fix.notified / waiters;
 
     res->ran = !bad && !f.failed;
@@ -481,8 +495,9 @@ void pf_zk_herd(const char *uri, unsigned waiters, struct pf_result *res)
              "%.1f notifications, %.1f packets per hand-off", per[0],
              (double)naive.sent / waiters);
     snprintf(res->fix, sizeof res->fix,
-             "%.1f notifications, %.1f packets per hand-off", per[1],
-             (double)fix.sent / waiters);
+             "%.1f notifications, %.1f packets per hand-off%s", per[1],
+             (double)fix.sent / waiters,
+             busy > 0 ? " (a busy server: other clients counted)" : "");
 }
 
 #else
