@@ -115,6 +115,10 @@ void pf_help(void)
         "could run for\nwant of a server; 69 a server cannot be reached.\n");
 }
 
+/* The timeline and the actors serve the Redis recipes (the herd counts
+ * otherwise, in pitfalls_zk.c). */
+#ifdef DLOCK_TOOL_HIREDIS
+
 /* ---- the timeline -------------------------------------------------------- */
 
 #define PF_MAX_EV  64
@@ -150,9 +154,7 @@ struct actor {
     int variant;     /* the recipe's own switch */
     long offset_ms;  /* getset-clock: how far this client's clock is off */
     long long base;  /* a_at() counts from here (ms since the run began) */
-#ifdef DLOCK_TOOL_HIREDIS
     redisContext *rc;
-#endif
     dlock_client *dc;
     dlock_lock *lk;
 };
@@ -471,7 +473,6 @@ static void a_dlock_close(struct actor *a)
     dlock_client_close(a->dc);
 }
 
-#ifdef DLOCK_TOOL_HIREDIS
 /* ---- Redis, raw ---------------------------------------------------------- */
 
 /* Percent-decode [s, s+n) into out. */
@@ -1161,8 +1162,9 @@ int pf_main(int argc, char **argv)
     if (status != 0)
         return status;
     if (ran == 0) {
-        tool_err("demo pitfalls", "nothing ran: give --uri redis://HOST:PORT "
-                                  "and/or --uri zk://HOST:PORT");
+        tool_err("demo pitfalls", "nothing ran (the summary says why): give "
+                                  "--uri redis://HOST:PORT and/or --uri "
+                                  "zk://HOST:PORT");
         return EXIT_USAGE;
     }
     return good == ran ? 0 : 1;
