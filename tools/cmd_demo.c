@@ -6,7 +6,9 @@
  * workers are separate processes; a distributed lock makes the count exact.
  * The optimistic strategy takes no lock for the sale at all: it reads the
  * count and its version, works, and writes only if the version has not
- * moved meanwhile (compare-and-set), else it starts the sale again.
+ * moved meanwhile (compare-and-set), else it starts the sale again: on the
+ * file, and for each redis:// URI on a stock kept in Redis, with WATCH and
+ * MULTI/EXEC (Redis's own optimistic transactions).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,17 +22,24 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "pitfalls.h"
+#include "pitfalls.h" /* pf_redis_connect() */
 
 #define MAX_URIS 16
 #define THREADS_PER_WORKER 2
 
-enum guard { GUARD_NONE, GUARD_MUTEX, GUARD_OPTIMISTIC, GUARD_DLOCK };
+enum guard {
+    GUARD_NONE,
+    GUARD_MUTEX,
+    GUARD_OPTIMISTIC, /* a version compare-and-set on the file */
+    GUARD_DLOCK,
+    GUARD_WATCH, /* optimistic, on a stock in Redis: WATCH, MULTI/EXEC */
+};
 
 struct worker {
     int stock_fd;
     const char *path;   /* the stock file: GUARD_OPTIMISTIC opens its own */
-    long conflicts;     /* GUARD_OPTIMISTIC: sales started again */
+    const char *uri;    /* GUARD_WATCH: the Redis */
+    long conflicts;     /* GUARD_OPTIMISTIC, _WATCH: sales started again */
     enum guard guard;
     pthread_mutex_t mutex; /* GUARD_MUTEX: local to one worker process */
     dlock_client *c;       /* GUARD_DLOCK */
@@ -56,14 +65,16 @@ static void demo_help(void)
         "shared\nstock: with no lock, with a mutex in each process, with "
         "no lock but a\nversion compare-and-set that retries on conflict "
         "(optimistic), and with a\ndistributed lock on each URI (default: "
-        "$DLOCK_URI, else file://). Prints\nhow many were sold: more than S "
-        "means oversold.\n"
+        "$DLOCK_URI, else file://); for a\nredis:// URI also optimistic on a "
+        "stock kept in Redis (WATCH, MULTI/EXEC).\nPrints how many were "
+        "sold (more than S means oversold) and the optimistic\nrows' "
+        "conflicts, retries per sale and time per sale.\n"
         "\n"
         "  --uri URI      a backend to show (repeatable)\n"
         "  --workers N    worker processes (default 4)\n"
         "  --stock S      items in stock (default 200)\n"
         "\n"
-        "exit status: 0 when the optimistic row and every distributed lock "
+        "exit status: 0 when the optimistic rows and every distributed lock "
         "sold\nexactly S; 1 otherwise; 64 bad option; 69 a backend cannot "
         "be reached.\n");
 }
@@ -108,7 +119,8 @@ static void stock_write(int fd, long v)
  * compare-and-set is one short atomic step, as a database's `UPDATE stock
  * SET n = n - 1, version = version + 1 WHERE version = ?` is: here an OFD
  * lock held only around "is the version still v? then write", never
- * during the work. 1 sold, 0 out of stock, -1 a conflict (retry).
+ * during the work. 1 sold, 0 out of stock, -1 a conflict (retry), -2 the
+ * file cannot be locked.
  */
 static int sell_optimistic(int fd, const struct timespec *work)
 {
@@ -121,7 +133,7 @@ static int sell_optimistic(int fd, const struct timespec *work)
         return 0;
     nanosleep(work, NULL);
     if (fcntl(fd, F_OFD_SETLKW, &fl) != 0)
-        return -1;
+        return -2;
     /* Both again, now that no one can write: an unlocked read may have
      * caught a write half done, which then shows here as a change. */
     rc = stock_version(fd) == v && stock_read(fd) == stock ? 1 : -1;
@@ -130,6 +142,84 @@ static int sell_optimistic(int fd, const struct timespec *work)
     fl.l_type = F_UNLCK;
     fcntl(fd, F_OFD_SETLK, &fl);
     return rc;
+}
+
+#ifdef DLOCK_TOOL_HIREDIS
+/*
+ * One optimistic sale on a stock in Redis: WATCH the key, GET it, work,
+ * then MULTI, SET, EXEC: the server runs the transaction only if no one
+ * wrote the key since the WATCH, else EXEC answers nil. No lock at all.
+ * Returns as sell_optimistic() does; -2 the server failed.
+ */
+static int sell_watch(redisContext *rc, const char *key,
+                      const struct timespec *work)
+{
+    redisReply *r;
+    long stock;
+    int out;
+
+    freeReplyObject(redisCommand(rc, "WATCH %s", key));
+    r = redisCommand(rc, "GET %s", key);
+    stock = r != NULL && r->type == REDIS_REPLY_STRING ? atol(r->str) : -1;
+    freeReplyObject(r);
+    if (stock <= 0) {
+        freeReplyObject(redisCommand(rc, "UNWATCH"));
+        return stock < 0 ? -2 : 0;
+    }
+    nanosleep(work, NULL);
+    freeReplyObject(redisCommand(rc, "MULTI"));
+    freeReplyObject(redisCommand(rc, "SET %s %ld", key, stock - 1));
+    r = redisCommand(rc, "EXEC");
+    out = r == NULL                     ? -2
+          : r->type == REDIS_REPLY_NIL ? -1
+          : r->type == REDIS_REPLY_ARRAY ? 1
+                                         : -2;
+    freeReplyObject(r);
+    return out;
+}
+#endif
+
+/* What one thread's optimistic sales work on: the stock file through an
+ * open file description of its own (OFD locks exclude threads too), or a
+ * Redis connection of its own. */
+struct cas {
+    int fd;
+    void *redis; /* a redisContext */
+};
+
+static bool cas_open(struct cas *c, const struct worker *w, char *err,
+                     size_t cap)
+{
+    c->fd = -1;
+    c->redis = NULL;
+#ifdef DLOCK_TOOL_HIREDIS
+    if (w->guard == GUARD_WATCH)
+        return (c->redis = pf_redis_connect(w->uri, err, cap)) != NULL;
+#endif
+    if ((c->fd = open(w->path, O_RDWR | O_CLOEXEC)) < 0)
+        snprintf(err, cap, "%s: %s", w->path, strerror(errno));
+    return c->fd >= 0;
+}
+
+/* One sale: as sell_optimistic() returns. */
+static int cas_sell(struct cas *c, const char *key,
+                    const struct timespec *work)
+{
+#ifdef DLOCK_TOOL_HIREDIS
+    if (c->redis != NULL)
+        return sell_watch(c->redis, key, work);
+#endif
+    (void)key;
+    return sell_optimistic(c->fd, work);
+}
+
+static void cas_close(struct cas *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+#ifdef DLOCK_TOOL_HIREDIS
+    redisFree(c->redis);
+#endif
 }
 
 static void *sell(void *arg)
@@ -141,15 +231,23 @@ static void *sell(void *arg)
     long sold = 0, conflicts = 0;
     int rc;
 
-    if (w->guard == GUARD_OPTIMISTIC) {
-        int fd = open(w->path, O_RDWR | O_CLOEXEC);
-        while (fd >= 0 && (rc = sell_optimistic(fd, &work)) != 0) {
+    if (w->guard == GUARD_OPTIMISTIC || w->guard == GUARD_WATCH) {
+        struct cas cas;
+        char err[256] = "";
+        rc = cas_open(&cas, w, err, sizeof err) ? 1 : -2;
+        while (rc != 0 && rc != -2) {
+            rc = cas_sell(&cas, w->name, &work);
             sold += rc == 1;
             conflicts += rc == -1;
         }
-        if (fd >= 0)
-            close(fd);
+        if (rc == -2 && err[0] == '\0')
+            snprintf(err, sizeof err, "the compare-and-set failed");
+        cas_close(&cas);
         pthread_mutex_lock(&w->mutex);
+        if (rc == -2 && w->failure == 0) {
+            w->failure = w->guard == GUARD_WATCH ? DLOCK_ECONNECT : DLOCK_ERROR;
+            snprintf(w->errmsg, sizeof w->errmsg, "%s", err);
+        }
         w->sold += sold;
         w->conflicts += conflicts;
         pthread_mutex_unlock(&w->mutex);
@@ -211,6 +309,7 @@ static void worker_main(int stock_fd, const char *path, enum guard guard,
     memset(&w, 0, sizeof w);
     w.stock_fd = stock_fd;
     w.path = path;
+    w.uri = uri;
     w.guard = guard;
     w.name = name;
     pthread_mutex_init(&w.mutex, NULL);
@@ -246,6 +345,32 @@ struct outcome {
     double seconds;
 };
 
+/* GUARD_WATCH: put the stock into Redis (stock >= 0), or remove it
+ * (stock < 0). False, with out's failure set, if Redis cannot be reached. */
+static bool watch_stock(const char *uri, const char *key, long stock,
+                        struct outcome *out)
+{
+#ifdef DLOCK_TOOL_HIREDIS
+    char err[256];
+    redisContext *rc = pf_redis_connect(uri, err, sizeof err);
+
+    if (rc != NULL) {
+        freeReplyObject(stock >= 0 ? redisCommand(rc, "SET %s %ld", key, stock)
+                                   : redisCommand(rc, "DEL %s", key));
+        redisFree(rc);
+        return true;
+    }
+    if (out != NULL) {
+        out->failure = DLOCK_ECONNECT;
+        snprintf(out->errmsg, sizeof out->errmsg, "%s", err);
+    }
+    return false;
+#else
+    (void)uri, (void)key, (void)stock, (void)out;
+    return false;
+#endif
+}
+
 static int run_round(const char *dir, enum guard guard, const char *uri,
                      long stock, unsigned long workers, struct outcome *out)
 {
@@ -261,7 +386,14 @@ static int run_round(const char *dir, enum guard guard, const char *uri,
         return EXIT_SOFTWARE;
     }
     stock_write(fd, stock);
-    snprintf(name, sizeof name, "dlock-demo-inventory-%ld", (long)getpid());
+    snprintf(name, sizeof name, "dlock-demo-inventory-%ld%s", (long)getpid(),
+             guard == GUARD_WATCH ? ":stock" : "");
+    if (guard == GUARD_WATCH && !watch_stock(uri, name, stock, out)) {
+        close(fd);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        return 0;
+    }
     /* A forked child must not inherit (and maybe print again) what is
      * still buffered: TSan's _exit() flushes stdio. */
     fflush(stdout);
@@ -307,6 +439,8 @@ static int run_round(const char *dir, enum guard guard, const char *uri,
     out->seconds = (double)(t1.tv_sec - t0.tv_sec) +
                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     close(fd);
+    if (guard == GUARD_WATCH)
+        watch_stock(uri, name, -1, NULL);
     return 0;
 }
 
@@ -387,10 +521,28 @@ static int demo_run(int argc, char **argv)
            "the count reads 0.\n\n",
            workers, THREADS_PER_WORKER, stock);
     printf("%-44s %8s %9s %8s\n", "guard", "sold", "oversold", "seconds");
+    /* The rows: three without a distributed lock, then one per URI, and
+     * after a redis:// one the optimistic strategy on a stock in Redis. */
+    struct {
+        enum guard g;
+        const char *uri;
+    } rows[3 + 2 * MAX_URIS] = {{GUARD_NONE, NULL}, {GUARD_MUTEX, NULL},
+                                {GUARD_OPTIMISTIC, NULL}};
+    size_t nrows = 3;
+    for (size_t i = 0; i < nuris; i++) {
+        rows[nrows].g = GUARD_DLOCK;
+        rows[nrows++].uri = uris[i];
+#ifdef DLOCK_TOOL_HIREDIS
+        if (uris[i] != NULL && strncmp(uris[i], "redis://", 8) == 0) {
+            rows[nrows].g = GUARD_WATCH;
+            rows[nrows++].uri = uris[i];
+        }
+#endif
+    }
     int exact = 0, ran = 0;
-    for (size_t i = 0; i < nuris + 3; i++) {
-        enum guard g = i < 3 ? (enum guard)i : GUARD_DLOCK;
-        const char *uri = g == GUARD_DLOCK ? uris[i - 3] : NULL;
+    for (size_t i = 0; i < nrows; i++) {
+        enum guard g = rows[i].g;
+        const char *uri = rows[i].uri;
         char label[256], red[200];
         struct outcome o;
 
@@ -402,7 +554,10 @@ static int demo_run(int argc, char **argv)
             snprintf(label, sizeof label, "optimistic: version CAS, no lock");
         else {
             bn_redact(uri, red, sizeof red); /* never print a password */
-            snprintf(label, sizeof label, "dlock %s", red);
+            snprintf(label, sizeof label,
+                     g == GUARD_WATCH ? "optimistic on %s"
+                                      : "dlock %s",
+                     red);
         }
         if (run_round(dir, g, uri, (long)stock, workers, &o) != 0) {
             status = EXIT_SOFTWARE;
@@ -429,10 +584,14 @@ static int demo_run(int argc, char **argv)
             printf("    the mutex orders the %d threads of one process, not "
                    "the %lu processes:\n    still %ld oversold\n",
                    THREADS_PER_WORKER, workers, over);
-        else if (g == GUARD_OPTIMISTIC)
-            printf("    no lock during the work; a sale whose version moved "
-                   "meanwhile starts\n    again: %ld conflicts, %.2f retries "
-                   "per sale, %.0f us per sale\n",
+        else if (g == GUARD_WATCH || g == GUARD_OPTIMISTIC)
+            printf("    %s: %ld conflicts, %.2f retries per sale, %.0f us "
+                   "per sale\n",
+                   g == GUARD_WATCH
+                       ? "the stock in Redis, no lock: EXEC refuses a sale "
+                         "whose key was written\n    since its WATCH"
+                       : "no lock during the work; a sale whose version "
+                         "moved meanwhile starts\n    again",
                    o.conflicts, o.sold > 0 ? (double)o.conflicts / o.sold : 0,
                    o.sold > 0 ? o.seconds * 1e6 / (double)o.sold : 0);
         else if (over == 0 && o.max_fence > 0)

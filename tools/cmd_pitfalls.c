@@ -27,10 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef DLOCK_TOOL_HIREDIS
-#include <hiredis/hiredis.h>
-#endif
-
 #include "bench.h"
 #include "pitfalls.h"
 
@@ -493,7 +489,7 @@ static void pct_decode(const char *s, size_t n, char *out, size_t cap)
 
 /* Connect to the redis:// URI as it names host, port, user, password and
  * database (its query parameters are dlock's, not the server's). */
-static redisContext *redis_connect(const char *uri, char *err, size_t cap)
+redisContext *pf_redis_connect(const char *uri, char *err, size_t cap)
 {
     struct tool_uri_spans s;
     char host[256], user[128] = "", pass[256] = "";
@@ -558,7 +554,7 @@ static bool a_redis(struct actor *a)
 {
     char err[256];
 
-    if ((a->rc = redis_connect(a->uri, err, sizeof err)) == NULL) {
+    if ((a->rc = pf_redis_connect(a->uri, err, sizeof err)) == NULL) {
         ev(a, 'X', 0, "%s", err);
         return false;
     }
@@ -672,7 +668,7 @@ static void recipe_setnx_expire(const char *uri, const char *key,
         /* The waiter W is this process: a's connection, reused. */
         struct actor w = {.who = 'W', .uri = uri, .key = key};
         char err[256];
-        if ((w.rc = redis_connect(uri, err, sizeof err)) == NULL) {
+        if ((w.rc = pf_redis_connect(uri, err, sizeof err)) == NULL) {
             res->unreachable = true;
             snprintf(res->why, sizeof res->why, "%s", err);
             return;
@@ -834,7 +830,7 @@ static void recipe_getset_clock(const char *uri, const char *key,
         if (v == 0) {
             struct actor w = {.who = 'W', .uri = uri, .key = key};
             char err[256], t[64];
-            if ((w.rc = redis_connect(uri, err, sizeof err)) != NULL) {
+            if ((w.rc = pf_redis_connect(uri, err, sizeof err)) != NULL) {
                 rcmd(&w, t, sizeof t, "DEL %s", key);
                 redisFree(w.rc);
             }

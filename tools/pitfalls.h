@@ -30,6 +30,14 @@ struct pf_result {
 int pf_main(int argc, char **argv);
 void pf_help(void);
 
+#ifdef DLOCK_TOOL_HIREDIS
+#include <hiredis/hiredis.h>
+/* A hiredis connection to what a redis:// URI names (host, port, user,
+ * password, database; dlock's own query parameters are ignored), or NULL
+ * with the reason in err. */
+redisContext *pf_redis_connect(const char *uri, char *err, size_t cap);
+#endif
+
 /* The naive all-children watch against dlock's predecessor watch, with
  * `waiters` processes, on the ZooKeeper at uri. */
 void pf_zk_herd(const char *uri, unsigned waiters, struct pf_result *out);

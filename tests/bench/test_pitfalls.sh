@@ -3,7 +3,8 @@
 # and ZooKeeper that with-servers.sh started: every broken recipe shows its
 # failure and every fix holds (the summary says so per recipe, the exit
 # status for all), the timelines show the failures themselves, a recipe
-# without its server is skipped, and bad options exit 64.
+# without its server is skipped, and bad options exit 64. Also the
+# inventory's optimistic row on a stock in Redis.
 set -u
 . "$(dirname "$0")/lib.sh"
 : "${DLOCK_TEST_REDIS_URI:?run under with-servers.sh redis zk}"
@@ -49,6 +50,17 @@ rc=$?
     grep -q '^setnx-expire  *failed  *held' "$work/out2" &&
     ok "--only, and zk-herd skipped without a zk:// URI" ||
     not_ok "--only (exit $rc): $(tail -c 600 "$work/out2")"
+
+# The inventory's optimistic strategy on a stock in Redis (WATCH, EXEC):
+# exact, no lock.
+"$DLOCK" demo inventory --uri "$DLOCK_TEST_REDIS_URI" --workers 3 \
+    --stock 60 >"$work/inv" 2>&1
+rc=$?
+read -r _ _ _ sold over _ verdict <<<"$(grep '^optimistic on redis://' "$work/inv")"
+[ $rc = 0 ] && [ "$sold" = 60 ] && [ "$over" = 0 ] && [ "$verdict" = exact ] &&
+    grep -q 'since its WATCH: .* retries per sale' "$work/inv" &&
+    ok "inventory: optimistic on Redis (WATCH/EXEC) sold exactly 60" ||
+    not_ok "inventory on Redis (exit $rc): $(cat "$work/inv")"
 
 # No server at all: nothing to show is a usage error.
 DLOCK_URI= expect_usage "no URI" "nothing ran" "$DLOCK" demo pitfalls
