@@ -1018,17 +1018,24 @@ int pf_main(int argc, char **argv)
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (opt) {
-        case 'u':
-            if (scheme_is(optarg, "redis"))
-                redis = optarg;
-            else if (scheme_is(optarg, "zk") || scheme_is(optarg, "zookeeper"))
-                zk = optarg;
-            else {
-                tool_err("demo pitfalls", "--uri: expected a redis:// or "
-                                          "zk:// URI");
+        case 'u': {
+            bool r = scheme_is(optarg, "redis");
+            const char **slot =
+                r ? &redis
+                : scheme_is(optarg, "zk") || scheme_is(optarg, "zookeeper")
+                    ? &zk
+                    : NULL;
+            if (slot == NULL || *slot != NULL) {
+                /* Not quoted: a URI may carry a password. */
+                tool_err("demo pitfalls", "--uri: %s",
+                         slot == NULL ? "expected a redis:// or zk:// URI"
+                         : r          ? "a second redis:// URI (give one)"
+                                      : "a second zk:// URI (give one)");
                 return EXIT_USAGE;
             }
+            *slot = optarg;
             break;
+        }
         case 'o': {
             char buf[256], *save = NULL;
             snprintf(buf, sizeof buf, "%s", optarg);
@@ -1048,6 +1055,11 @@ int pf_main(int argc, char **argv)
                     return EXIT_USAGE;
                 }
                 want[i] = true;
+            }
+            if (buf[strspn(buf, ",")] == '\0') {
+                tool_err("demo pitfalls", "--only: empty (expected recipe "
+                                          "names, comma-separated)");
+                return EXIT_USAGE;
             }
             break;
         }

@@ -68,5 +68,8 @@ expect_usage "--only x" "no recipe 'x'" "$DLOCK" demo pitfalls --only x
 expect_usage "file:// URI" "redis:// or zk://" \
     "$DLOCK" demo pitfalls --uri "$uri"
 expect_usage "--waiters 1" --waiters "$DLOCK" demo pitfalls --waiters 1
+expect_usage "two redis:// URIs" "a second redis://" "$DLOCK" demo pitfalls \
+    --uri "$DLOCK_TEST_REDIS_URI" --uri "$DLOCK_TEST_REDIS_URI"
+expect_usage "--only ," "--only: empty" "$DLOCK" demo pitfalls --only ,
 
 finish
