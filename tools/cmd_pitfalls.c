@@ -13,8 +13,9 @@
  *
  * The Redis recipes speak the raw protocol through hiredis (the broken ones
  * are what dlock replaces); the fixes are the one atomic command the
- * write-ups give, or dlock itself. Divisions, in order: the command line,
- * the timeline, Redis connections, the four Redis recipes, the summary.
+ * write-ups give, or dlock itself. Divisions, in order: the help, the
+ * timeline, dlock as the fix, Redis connections, the four Redis recipes,
+ * the command (options, the recipes in turn, the summary).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -633,10 +634,8 @@ static void r1_holder(struct actor *a)
         ev(a, 'K', 0, "next: EXPIRE key 1; killed before it");
     } else {
         rcmd(a, t, sizeof t, "SET %s A NX PX %d", a->key, R1_LEASE);
-        ev(a, 'H', R1_LEASE,
-           "SET key A NX PX %d -> %s: acquired, with "
-           "its expiry",
-           R1_LEASE, t);
+        ev(a, 'H', R1_LEASE, "SET key A NX PX %d -> %s: acquired, with its "
+           "expiry", R1_LEASE, t);
         ev(a, 'K', 0, "killed while holding");
     }
     for (;;)
@@ -665,7 +664,7 @@ static void recipe_setnx_expire(const char *uri, const char *key,
             snprintf(res->why, sizeof res->why, "%s", r.why);
             return;
         }
-        /* The waiter W is this process: a's connection, reused. */
+        /* The waiter W is this process, on a connection of its own. */
         struct actor w = {.who = 'W', .uri = uri, .key = key};
         char err[256];
         if ((w.rc = pf_redis_connect(uri, err, sizeof err)) == NULL) {
@@ -705,9 +704,8 @@ static void recipe_setnx_expire(const char *uri, const char *key,
     snprintf(res->broken, sizeof res->broken, "TTL %lld, waiter %s", ttl[0],
              got[0] < 0 ? "timed out: stuck forever" : "got in");
     snprintf(res->fix, sizeof res->fix,
-             "waiter in after %lld ms, the lease "
-             "being %d ms",
-             got[1], R1_LEASE);
+             "waiter in after %lld ms, the lease being %d ms", got[1],
+             R1_LEASE);
 }
 
 /* ---- getset-clock -------------------------------------------------------- */
