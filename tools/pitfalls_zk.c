@@ -432,9 +432,13 @@ void pf_zk_herd(const char *uri, unsigned waiters, struct pf_result *res)
     naive.sent = c1.sent - c0.sent;
     naive.notified = c1.notified - c0.notified;
     long long busy = report("measured", waiters, secs, &naive, &c0);
-    printf("    the waiters received %lld child events for %u hand-offs: "
-           "%lld woke for nothing\n",
-           h.events, waiters, h.events - waiters);
+    /* Counted by the waiters from their queueing on (each create wakes
+     * the waiters already there, too); one wake-up each, its turn, is
+     * the one that mattered. */
+    printf("    the waiters were woken %lld times in all (queueing "
+           "included), %lld of them\n    for nothing: only each one's own "
+           "turn mattered\n",
+           h.events, h.events - waiters);
     per[0] = (double)naive.notified / waiters;
     bool bad = h.failed;
 

@@ -37,7 +37,7 @@ grep -q 'dlock_release -> ENOTOWNER\|dlock_release -> ELOST' "$work/out" &&
     ok "del-no-owner: dlock refused A's late release" || not_ok "no refusal"
 grep -q 'compare-and-delete -> 0: not mine' "$work/out" &&
     ok "get-then-del: the script left B's lock alone" || not_ok "no CAD 0"
-grep -q 'woke for nothing' "$work/out" &&
+grep -q 'for nothing: only' "$work/out" &&
     ok "zk-herd: the waiters' wasted wake-ups are counted" || not_ok "herd"
 grep -q '^5 of 5 recipes: the broken one failed and the fix held' \
     "$work/out" && ok "closing line" || not_ok "closing line"
