@@ -8,11 +8,16 @@
  * count and its version, works, and writes only if the version has not
  * moved meanwhile (compare-and-set), else it starts the sale again: on the
  * file, and for each redis:// URI on a stock kept in Redis, with WATCH and
- * MULTI/EXEC (Redis's own optimistic transactions).
+ * MULTI/EXEC (Redis's own optimistic transactions): that row speaks Redis
+ * itself, so the program dlock-pitfalls runs it (pitfalls_watch.c), as it
+ * runs `dlock demo pitfalls`: this command links no client library.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
+#include <libgen.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +27,6 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "pitfalls.h" /* pf_redis_connect() */
 
 #define MAX_URIS 16
 #define THREADS_PER_WORKER 2
@@ -38,7 +42,6 @@ enum guard {
 struct worker {
     int stock_fd;
     const char *path;   /* the stock file: GUARD_OPTIMISTIC opens its own */
-    const char *uri;    /* GUARD_WATCH: the Redis */
     long conflicts;     /* GUARD_OPTIMISTIC, _WATCH: sales started again */
     enum guard guard;
     pthread_mutex_t mutex; /* GUARD_MUTEX: local to one worker process */
@@ -59,14 +62,15 @@ static void demo_help(void)
         "[--waiters N]\n"
         "\n"
         "demos: inventory, pitfalls (`dlock demo pitfalls --help` describes "
-        "the\nsecond).\n"
+        "the\nsecond; it runs the program dlock-pitfalls, in its own "
+        "package).\n"
         "\n"
         "inventory: worker processes (2 threads each) sell S items from one "
         "shared\nstock: with no lock, with a mutex in each process, with "
         "no lock but a\nversion compare-and-set that retries on conflict "
         "(optimistic), and with a\ndistributed lock on each URI (default: "
         "$DLOCK_URI, else file://); for a\nredis:// URI also optimistic on a "
-        "stock kept in Redis (WATCH, MULTI/EXEC).\nPrints how many were "
+        "stock kept in Redis (WATCH, MULTI/EXEC;\nrun by dlock-pitfalls).\nPrints how many were "
         "sold (more than S means oversold) and the optimistic\nrows' "
         "conflicts, retries per sale and time per sale.\n"
         "\n"
@@ -76,7 +80,8 @@ static void demo_help(void)
         "\n"
         "exit status: 0 when the optimistic rows and every distributed lock "
         "sold\nexactly S; 1 otherwise; 64 bad option; 69 a backend cannot "
-        "be reached.\n");
+        "be reached,\nor dlock-pitfalls (the row on a stock in Redis) is "
+        "missing or cannot run.\n");
 }
 
 static long stock_read(int fd)
@@ -144,84 +149,6 @@ static int sell_optimistic(int fd, const struct timespec *work)
     return rc;
 }
 
-#ifdef DLOCK_TOOL_HIREDIS
-/*
- * One optimistic sale on a stock in Redis: WATCH the key, GET it, work,
- * then MULTI, SET, EXEC: the server runs the transaction only if no one
- * wrote the key since the WATCH, else EXEC answers nil. No lock at all.
- * Returns as sell_optimistic() does; -2 the server failed.
- */
-static int sell_watch(redisContext *rc, const char *key,
-                      const struct timespec *work)
-{
-    redisReply *r;
-    long stock;
-    int out;
-
-    freeReplyObject(redisCommand(rc, "WATCH %s", key));
-    r = redisCommand(rc, "GET %s", key);
-    stock = r != NULL && r->type == REDIS_REPLY_STRING ? atol(r->str) : -1;
-    freeReplyObject(r);
-    if (stock <= 0) {
-        freeReplyObject(redisCommand(rc, "UNWATCH"));
-        return stock < 0 ? -2 : 0;
-    }
-    nanosleep(work, NULL);
-    freeReplyObject(redisCommand(rc, "MULTI"));
-    freeReplyObject(redisCommand(rc, "SET %s %ld", key, stock - 1));
-    r = redisCommand(rc, "EXEC");
-    out = r == NULL                     ? -2
-          : r->type == REDIS_REPLY_NIL ? -1
-          : r->type == REDIS_REPLY_ARRAY ? 1
-                                         : -2;
-    freeReplyObject(r);
-    return out;
-}
-#endif
-
-/* What one thread's optimistic sales work on: the stock file through an
- * open file description of its own (OFD locks exclude threads too), or a
- * Redis connection of its own. */
-struct cas {
-    int fd;
-    void *redis; /* a redisContext */
-};
-
-static bool cas_open(struct cas *c, const struct worker *w, char *err,
-                     size_t cap)
-{
-    c->fd = -1;
-    c->redis = NULL;
-#ifdef DLOCK_TOOL_HIREDIS
-    if (w->guard == GUARD_WATCH)
-        return (c->redis = pf_redis_connect(w->uri, err, cap)) != NULL;
-#endif
-    if ((c->fd = open(w->path, O_RDWR | O_CLOEXEC)) < 0)
-        snprintf(err, cap, "%s: %s", w->path, strerror(errno));
-    return c->fd >= 0;
-}
-
-/* One sale: as sell_optimistic() returns. */
-static int cas_sell(struct cas *c, const char *key,
-                    const struct timespec *work)
-{
-#ifdef DLOCK_TOOL_HIREDIS
-    if (c->redis != NULL)
-        return sell_watch(c->redis, key, work);
-#endif
-    (void)key;
-    return sell_optimistic(c->fd, work);
-}
-
-static void cas_close(struct cas *c)
-{
-    if (c->fd >= 0)
-        close(c->fd);
-#ifdef DLOCK_TOOL_HIREDIS
-    redisFree(c->redis);
-#endif
-}
-
 static void *sell(void *arg)
 {
     struct worker *w = arg;
@@ -231,21 +158,24 @@ static void *sell(void *arg)
     long sold = 0, conflicts = 0;
     int rc;
 
-    if (w->guard == GUARD_OPTIMISTIC || w->guard == GUARD_WATCH) {
-        struct cas cas;
-        char err[256] = "";
-        rc = cas_open(&cas, w, err, sizeof err) ? 1 : -2;
+    if (w->guard == GUARD_OPTIMISTIC) {
+        /* An open file description of this thread's own: OFD locks
+         * exclude threads too. */
+        int fd = open(w->path, O_RDWR | O_CLOEXEC);
+        char err[256] = "the compare-and-set failed";
+        if (fd < 0)
+            snprintf(err, sizeof err, "%s: %s", w->path, strerror(errno));
+        rc = fd >= 0 ? 1 : -2;
         while (rc != 0 && rc != -2) {
-            rc = cas_sell(&cas, w->name, &work);
+            rc = sell_optimistic(fd, &work);
             sold += rc == 1;
             conflicts += rc == -1;
         }
-        if (rc == -2 && err[0] == '\0')
-            snprintf(err, sizeof err, "the compare-and-set failed");
-        cas_close(&cas);
+        if (fd >= 0)
+            close(fd);
         pthread_mutex_lock(&w->mutex);
         if (rc == -2 && w->failure == 0) {
-            w->failure = w->guard == GUARD_WATCH ? DLOCK_ECONNECT : DLOCK_ERROR;
+            w->failure = DLOCK_ERROR;
             snprintf(w->errmsg, sizeof w->errmsg, "%s", err);
         }
         w->sold += sold;
@@ -309,7 +239,6 @@ static void worker_main(int stock_fd, const char *path, enum guard guard,
     memset(&w, 0, sizeof w);
     w.stock_fd = stock_fd;
     w.path = path;
-    w.uri = uri;
     w.guard = guard;
     w.name = name;
     pthread_mutex_init(&w.mutex, NULL);
@@ -345,38 +274,123 @@ struct outcome {
     double seconds;
 };
 
-/* GUARD_WATCH: put the stock into Redis (stock >= 0), or remove it
- * (stock < 0). False, with out's failure set, if Redis cannot be reached. */
-static bool watch_stock(const char *uri, const char *key, long stock,
-                        struct outcome *out)
-{
-#ifdef DLOCK_TOOL_HIREDIS
-    char err[256];
-    redisContext *rc = pf_redis_connect(uri, err, sizeof err);
+/* ---- the helper program dlock-pitfalls ---------------------------------- */
 
-    if (rc != NULL) {
-        freeReplyObject(stock >= 0 ? redisCommand(rc, "SET %s %ld", key, stock)
-                                   : redisCommand(rc, "DEL %s", key));
-        redisFree(rc);
-        return true;
+#define HELPER "dlock-pitfalls"
+#define HELPER_PACKAGE "dlock-pitfalls" /* the Debian package that has it */
+
+/*
+ * Where dlock-pitfalls is: in $DLOCK_LIBEXEC_DIR if that is set and has it,
+ * else beside this dlock (a build tree: build/tools/), else in the
+ * libexecdir this dlock was configured with. True with its path in out;
+ * false, with the installed path in out, when none of them has it.
+ */
+static bool helper_path(char *out, size_t cap)
+{
+    const char *env = secure_getenv("DLOCK_LIBEXEC_DIR");
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+
+    if (env != NULL && env[0] != '\0') {
+        snprintf(out, cap, "%s/%s", env, HELPER);
+        if (access(out, X_OK) == 0)
+            return true;
     }
-    if (out != NULL) {
-        out->failure = DLOCK_ECONNECT;
-        snprintf(out->errmsg, sizeof out->errmsg, "%s", err);
+    if (n > 0) {
+        self[n] = '\0';
+        snprintf(out, cap, "%s/%s", dirname(self), HELPER);
+        if (access(out, X_OK) == 0)
+            return true;
     }
-    return false;
-#else
-    (void)uri, (void)key, (void)stock, (void)out;
-    return false;
-#endif
+    snprintf(out, cap, "%s/%s", DLOCK_LIBEXECDIR, HELPER);
+    return access(out, X_OK) == 0;
+}
+
+/* Why the helper at path did not run, in words for a user. */
+static void helper_missing(const char *path, bool found, char *msg,
+                           size_t cap)
+{
+    snprintf(msg, cap,
+             "%s %s; it is the program that speaks Redis and ZooKeeper "
+             "directly, in the Debian package " HELPER_PACKAGE
+             " (or set $DLOCK_LIBEXEC_DIR to its directory)",
+             path, found ? "cannot run (is its client library missing?)"
+                         : "is not installed");
+}
+
+/*
+ * Run the helper with argv (argv[0] is replaced) on stdin, stdout (out_fd
+ * if >= 0) and stderr as they are; its pid, or -1 when it is not found
+ * (*found false). Its child exits 127 when exec fails, as the dynamic
+ * loader does when a library it needs is missing.
+ */
+static pid_t helper_spawn(char **argv, int out_fd, char *path, size_t cap,
+                          bool *found)
+{
+    pid_t pid;
+
+    if (!(*found = helper_path(path, cap)))
+        return -1;
+    fflush(stdout);
+    fflush(stderr);
+    if ((pid = fork()) == 0) {
+        if (out_fd >= 0 && dup2(out_fd, STDOUT_FILENO) < 0)
+            _exit(127);
+        argv[0] = (char *)HELPER;
+        execv(path, argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* `dlock demo pitfalls ARGS`: the helper, with the same ARGS; its exit
+ * status, or 69 (printed) when it is missing or cannot run. */
+static int run_pitfalls(int argc, char **argv)
+{
+    char path[PATH_MAX], msg[PATH_MAX + 200];
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
+    bool found;
+    pid_t pid;
+    int st = 0;
+
+    if (args == NULL) {
+        tool_err("demo pitfalls", "out of memory");
+        return EXIT_SOFTWARE;
+    }
+    memcpy(args, argv, (size_t)argc * sizeof *args);
+    pid = helper_spawn(args, -1, path, sizeof path, &found);
+    free(args);
+    if (pid < 0 && found) {
+        tool_err("demo pitfalls", "fork: %s", strerror(errno));
+        return EXIT_SOFTWARE;
+    }
+    if (pid > 0) {
+        /* As system(3) does: ^C and ^\ are the helper's to act on. */
+        sigaction(SIGINT, &ign, &old_int);
+        sigaction(SIGQUIT, &ign, &old_quit);
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGQUIT, &old_quit, NULL);
+        if (WIFSIGNALED(st))
+            return 128 + WTERMSIG(st);
+        if (WEXITSTATUS(st) != 127)
+            return WEXITSTATUS(st);
+    }
+    helper_missing(path, found, msg, sizeof msg);
+    tool_err("demo pitfalls", "%s", msg);
+    return EXIT_UNAVAILABLE;
 }
 
 static int run_round(const char *dir, enum guard guard, const char *uri,
                      long stock, unsigned long workers, struct outcome *out)
 {
-    char path[512], name[64];
-    int fd, pipefd[2];
+    char path[512], name[64], helper_file[PATH_MAX];
+    int fd, pipefd[2], st, helper_st = 0;
     struct timespec t0, t1;
+    pid_t helper = -1;
+    bool found = false;
 
     memset(out, 0, sizeof *out);
     snprintf(path, sizeof path, "%s/stock", dir);
@@ -388,18 +402,25 @@ static int run_round(const char *dir, enum guard guard, const char *uri,
     stock_write(fd, stock);
     snprintf(name, sizeof name, "dlock-demo-inventory-%ld%s", (long)getpid(),
              guard == GUARD_WATCH ? ":stock" : "");
-    if (guard == GUARD_WATCH && !watch_stock(uri, name, stock, out)) {
-        close(fd);
-        close(pipefd[0]);
-        close(pipefd[1]);
-        return 0;
-    }
     /* A forked child must not inherit (and maybe print again) what is
      * still buffered: TSan's _exit() flushes stdio. */
     fflush(stdout);
     fflush(stderr);
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (unsigned long i = 0; i < workers; i++) {
+    if (guard == GUARD_WATCH) {
+        /* The helper runs the whole round: its worker processes write
+         * the lines that ours do. */
+        char stock_text[24], workers_text[24];
+        char *argv[] = {NULL, "__inventory-watch", (char *)uri, name,
+                        stock_text, workers_text, NULL};
+        snprintf(stock_text, sizeof stock_text, "%ld", stock);
+        snprintf(workers_text, sizeof workers_text, "%lu", workers);
+        helper = helper_spawn(argv, pipefd[1], helper_file,
+                              sizeof helper_file, &found);
+        if (helper < 0 && found)
+            tool_err("demo", "fork: %s", strerror(errno));
+    }
+    for (unsigned long i = 0; guard != GUARD_WATCH && i < workers; i++) {
         pid_t pid = fork();
         if (pid == 0) {
             close(pipefd[0]);
@@ -433,14 +454,19 @@ static int run_round(const char *dir, enum guard guard, const char *uri,
     }
     if (f != NULL)
         fclose(f);
-    while (wait(NULL) > 0 || errno == EINTR)
-        ;
+    for (pid_t pid; (pid = wait(&st)) > 0 || errno == EINTR;)
+        if (pid == helper && pid > 0)
+            helper_st = st;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     out->seconds = (double)(t1.tv_sec - t0.tv_sec) +
                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     close(fd);
-    if (guard == GUARD_WATCH)
-        watch_stock(uri, name, -1, NULL);
+    if (guard == GUARD_WATCH && out->failure == 0 &&
+        (helper < 0 || !WIFEXITED(helper_st) ||
+         WEXITSTATUS(helper_st) != 0)) {
+        out->failure = DLOCK_ECONNECT; /* exit 69: the row cannot run */
+        helper_missing(helper_file, found, out->errmsg, sizeof out->errmsg);
+    }
     return 0;
 }
 
@@ -464,7 +490,7 @@ static int demo_run(int argc, char **argv)
         return argc < 2 ? EXIT_USAGE : 0;
     }
     if (strcmp(argv[1], "pitfalls") == 0)
-        return pf_main(argc - 1, argv + 1);
+        return run_pitfalls(argc - 1, argv + 1);
     if (strcmp(argv[1], "inventory") != 0) {
         tool_err("demo", "no demo '%s' (there are: inventory, pitfalls)",
                  argv[1]);
@@ -532,7 +558,7 @@ static int demo_run(int argc, char **argv)
     for (size_t i = 0; i < nuris; i++) {
         rows[nrows].g = GUARD_DLOCK;
         rows[nrows++].uri = uris[i];
-#ifdef DLOCK_TOOL_HIREDIS
+#ifdef DLOCK_PITFALLS_REDIS
         if (uris[i] != NULL && strncmp(uris[i], "redis://", 8) == 0) {
             rows[nrows].g = GUARD_WATCH;
             rows[nrows++].uri = uris[i];

@@ -1,13 +1,18 @@
 /*
- * pitfalls.h: what the files of `dlock demo pitfalls` share. The broken
- * recipes speak each server's own protocol through its bare client library
- * (hiredis, libzookeeper_mt): they are what dlock replaces, so they must not
- * go through dlock. The fixes beside them use dlock's public API or the
- * one atomic command the write-ups recommend.
+ * pitfalls.h: what the files of dlock-pitfalls, the program behind
+ * `dlock demo pitfalls`, share. The broken recipes speak each server's own
+ * protocol through its bare client library (hiredis, libzookeeper_mt): they
+ * are what dlock replaces, so they must not go through dlock; and so they
+ * live in a program of their own, not in the `dlock` command. The fixes
+ * beside them use dlock's public API or the one atomic command the
+ * write-ups recommend.
  *
- * cmd_pitfalls.c  the command, the timeline of actors (child processes that
- *                 report what they did and when) and the four Redis recipes
- * pitfalls_zk.c   the ZooKeeper herd effect, counted by the server
+ * pitfalls_main.c   main(): the demo, or the hidden __inventory-watch role
+ * cmd_pitfalls.c    the demo, the timeline of actors (child processes that
+ *                   report what they did and when) and the four Redis recipes
+ * pitfalls_zk.c     the ZooKeeper herd effect, counted by the server
+ * pitfalls_watch.c  `dlock demo inventory`'s optimistic row on a stock in
+ *                   Redis (WATCH, MULTI/EXEC)
  */
 #ifndef DLOCK_PITFALLS_H
 #define DLOCK_PITFALLS_H
@@ -26,9 +31,12 @@ struct pf_result {
     char why[256];      /* why it did not run */
 };
 
-/* `dlock demo pitfalls ARGS` (argv[0] is "pitfalls"); its help text. */
+/* `dlock demo pitfalls ARGS` (argv[0] is the program); its help text. */
 int pf_main(int argc, char **argv);
 void pf_help(void);
+/* `dlock-pitfalls __inventory-watch URI KEY STOCK WORKERS` (argv[0] is
+ * "__inventory-watch"): see pitfalls_watch.c. */
+int pf_inventory_watch(int argc, char **argv);
 
 #ifdef DLOCK_TOOL_HIREDIS
 #include <hiredis/hiredis.h>
