@@ -22,9 +22,12 @@ run() {
         not_ok "$name (exit $rc): $(cat "$work/$name.out" "$work/$name.err" | head -c 800)"
     fi
     # scheme and mode are null when nothing was started (not applicable)
-    "$CHECK_JSON" "$work/$name.json" scenario:string uri:string \
-        scheme mode caps:array lease_ms:pos ran:bool \
-        events:array results:object outcome:string >/dev/null ||
+    "$CHECK_JSON" "$work/$name.json" scenarios:array uris.0.label:string \
+        runs.0.scenario:string runs.0.uri:string \
+        runs.0.scheme runs.0.mode runs.0.caps:array runs.0.lease_ms:pos \
+        runs.0.ran:bool runs.0.events:array runs.0.results:object \
+        runs.0.summary:string runs.0.cell:string \
+        runs.0.outcome:string >/dev/null ||
         not_ok "$name JSON lacks keys"
 }
 # field NAME KEY: the value of one result line.
@@ -49,12 +52,12 @@ run holder-pause --pause 500ms
 expect_field holder-pause second_holder_got_in false
 expect_field holder-pause first_held_after_resume 1
 expect_field holder-pause write_after_resume accepted
-"$CHECK_JSON" "$work/holder-pause.json" results.paused_ms:pos \
-    results.first_fence:pos >/dev/null && ok "holder-pause JSON results" ||
+"$CHECK_JSON" "$work/holder-pause.json" runs.0.results.paused_ms:pos \
+    runs.0.results.first_fence:pos >/dev/null && ok "holder-pause JSON results" ||
     not_ok "holder-pause JSON results"
 
 run conn-drop
-grep -q 'no connection to drop' "$work/conn-drop.out" &&
+grep -q 'no connection to cut' "$work/conn-drop.out" &&
     ok "conn-drop on file:// says there is no connection" || not_ok "conn-drop text"
 expect_field conn-drop applicable false
 
