@@ -464,17 +464,18 @@ static void send_cmd(struct actor *a, const char *cmd)
 
 /*
  * Once the first actor has said what the backend is: the timing defaults.
- * A lock that lives as long as a session which survives reconnects
- * (conn-bound + survives-reconnect: a ZooKeeper session) is kept by a
- * silent holder until that session times out, which the URI's lease=
- * sets; any other lock until its lock lease runs out (or never, for a
- * lock bound to an open connection). Waits, pauses and outages are
- * counted in that time.
+ * A lock that lives as long as a session which outlives a connection (a
+ * ZooKeeper session: conn-bound + survives-reconnect; an etcd lease that
+ * the server ends on its own: server-timeout + survives-reconnect) is kept
+ * by a silent holder until that session times out, which the URI's lease=
+ * sets; any other lock until its lock lease runs out (or never, for a lock
+ * bound to an open connection). Waits, pauses and outages are counted in
+ * that time.
  */
 static void set_timing(struct sc *s, const struct actor *a)
 {
-    bool session = (a->caps & DLOCK_CAP_CONN_BOUND) &&
-                   (a->caps & DLOCK_CAP_SURVIVES_RECONNECT);
+    bool session = (a->caps & DLOCK_CAP_SURVIVES_RECONNECT) &&
+                   (a->caps & (DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT));
 
     s->eff_ms = s->lease_ms;
     if (session && a->lease_ms > s->eff_ms && a->lease_ms < 600000)
@@ -1783,30 +1784,23 @@ static const struct {
     const char *what;
 } scenarios[] = {
     {"holder-crash", sc_holder_crash,
-     "the holder is SIGKILLed; time until a waiter gets the lock"},
+     "holder SIGKILLed: how long until a waiter gets in"},
     {"holder-pause", sc_holder_pause,
-     "the holder is SIGSTOPped past its lease; second holder? told? "
-     "fencing?"},
+     "holder SIGSTOPped past its lease: 2nd holder? told? fenced?"},
     {"holder-reconnect", sc_holder_reconnect,
-     "the holder's connection is cut briefly (--down, default a third of "
-     "the lease) and restored: does it keep the lock, is it told, does a "
-     "waiter get in?"},
+     "holder's connection cut briefly (--down): kept? told?"},
     {"holder-restart", sc_holder_restart,
-     "the holder is SIGKILLed and started again at once (same program and "
-     "lock name): how long until it has the lock again?"},
+     "holder SIGKILLed and started again: how long until it holds"},
     {"waiter-disconnect", sc_waiter_disconnect,
-     "a waiter's connection is cut while it waits: error or still "
-     "waiting? is the next waiter served?"},
+     "a waiter's connection cut: error or waits on? queue served?"},
     {"waiter-crash", sc_waiter_crash,
-     "a waiter is SIGKILLed while waiting; does the next one get in?"},
+     "a waiter SIGKILLed while waiting: is the next one served?"},
     {"conn-drop", sc_conn_drop,
-     "the holder's connection is cut for --down (default two leases), "
-     "then restored"},
+     "holder's connection cut for --down (2 leases), restored"},
     {"server-restart", sc_server_restart,
-     "--restart-cmd restarts the server under a holder and a waiter"},
+     "--restart-cmd restarts the server under holder and waiter"},
     {"node-loss", sc_node_loss,
-     "a cluster (Redlock's nodes, a ZooKeeper or etcd ensemble) loses the "
-     "holder's node (--node-cmd); n/a for one server"},
+     "a cluster loses the holder's node (--node-cmd)"},
 };
 #define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
 #define MAX_URIS 24
@@ -1842,7 +1836,7 @@ static void scenario_help(void)
            "DLOCK_NODE_ACTION\n                     (kill, then start) and "
            "DLOCK_NODE (the node's place in the\n                     URI's "
            "host list, from 1) in its environment, e.g.\n"
-           "                     '\"$DLOCK_TEST_SERVERCTL\" $DLOCK_NODE_ACTION "
+           "                     '$DLOCK_TEST_SERVERCTL $DLOCK_NODE_ACTION "
            "zk3 $DLOCK_NODE'\n"
            "                     Both apply to the --uri they follow; given "
            "before any\n                     --uri, to every URI\n"

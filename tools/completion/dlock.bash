@@ -19,6 +19,13 @@ _dlock() {
             fi
         done
     fi
+    # dlock scenario NAME|all: the scenarios its help lists
+    if [[ $cmd == scenario ]] && ((COMP_CWORD == 2)) && [[ $cur != -* ]]; then
+        COMPREPLY=($(compgen -W "$("$prog" scenario --help 2>/dev/null |
+            sed -n '/^scenarios/,/^$/s/^  \([a-z][a-z-]*\)  .*/\1/p') all" \
+            -- "$cur"))
+        return
+    fi
     case $prev in
     --uri)
         COMPREPLY=($(compgen -W "$("$prog" info 2>/dev/null |
