@@ -2,7 +2,7 @@
 # Regenerate the measured part of docs/tradeoffs.md: speed and failure
 # behaviour of every backend and mode this build has, from real runs.
 #
-#   scripts/tradeoffs.sh                 everything (about 15 minutes);
+#   scripts/tradeoffs.sh                 everything (about 20 minutes);
 #                                        rewrites docs/results/ and the text
 #                                        between the results and scenarios
 #                                        markers of docs/tradeoffs.md
