@@ -26,6 +26,13 @@ _dlock() {
             -- "$cur"))
         return
     fi
+    # dlock scenario NAME|all: the scenarios its help lists
+    if [[ $cmd == scenario ]] && ((COMP_CWORD == 2)) && [[ $cur != -* ]]; then
+        COMPREPLY=($(compgen -W "$("$prog" scenario --help 2>/dev/null |
+            sed -n '/^scenarios/,/^$/s/^  \([a-z][a-z-]*\)  .*/\1/p') all" \
+            -- "$cur"))
+        return
+    fi
     case $prev in
     --only) # dlock demo pitfalls --only: the recipes its help lists
         COMPREPLY=($(compgen -W "$("$prog" demo pitfalls --help 2>/dev/null |
