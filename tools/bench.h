@@ -47,6 +47,11 @@ void bn_redact(const char *uri, char *out, size_t cap);
  */
 bool bn_uri_first_hostport(const char *uri, char *host, size_t hostcap,
                            int *port, size_t *start, size_t *end);
+/* The same for the index-th (0-based) host of a list "h1:p1,h2:p2". */
+bool bn_uri_hostport(const char *uri, size_t index, char *host,
+                     size_t hostcap, int *port, size_t *start, size_t *end);
+/* How many hosts the URI's authority lists (0: none, as in file://). */
+size_t bn_uri_nhosts(const char *uri);
 /* Append the capability names of caps to buf, comma-separated. */
 void bn_caps_text(uint32_t caps, char *buf, size_t cap);
 

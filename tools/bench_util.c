@@ -127,19 +127,41 @@ void bn_redact(const char *uri, char *out, size_t cap)
         snprintf(out, cap, "%.*s***%s", (int)(s.colon + 1), uri, uri + s.at);
 }
 
-bool bn_uri_first_hostport(const char *uri, char *host, size_t hostcap,
-                           int *port, size_t *start, size_t *end)
+/* Where the index-th host of the authority [h, b) begins, or SIZE_MAX. */
+static size_t nth_host(const char *uri, size_t h, size_t b, size_t index)
+{
+    while (index > 0) {
+        size_t i = h;
+        while (i < b && uri[i] != ',') {
+            if (uri[i] == '[') { /* an IPv6 literal may hold no comma, */
+                const char *close = memchr(uri + i, ']', b - i);
+                if (close == NULL) /* but skip it whole all the same */
+                    return SIZE_MAX;
+                i = (size_t)(close - uri);
+            }
+            i++;
+        }
+        if (i >= b)
+            return SIZE_MAX;
+        h = i + 1;
+        index--;
+    }
+    return h < b ? h : SIZE_MAX;
+}
+
+bool bn_uri_hostport(const char *uri, size_t index, char *host,
+                     size_t hostcap, int *port, size_t *start, size_t *end)
 {
     struct tool_uri_spans s;
     size_t b, h, he;
     char *endp;
     long p;
 
-    if (!tool_uri_spans(uri, &s))
+    if (uri == NULL || !tool_uri_spans(uri, &s))
         return false;
     b = s.end;
-    h = s.at == SIZE_MAX ? s.auth : s.at + 1;
-    if (h >= b)
+    h = nth_host(uri, s.at == SIZE_MAX ? s.auth : s.at + 1, b, index);
+    if (h == SIZE_MAX)
         return false;
     if (uri[h] == '[') {
         const char *close = memchr(uri + h, ']', b - h);
@@ -168,6 +190,25 @@ bool bn_uri_first_hostport(const char *uri, char *host, size_t hostcap,
     *start = h;
     *end = (size_t)(endp - uri);
     return true;
+}
+
+bool bn_uri_first_hostport(const char *uri, char *host, size_t hostcap,
+                           int *port, size_t *start, size_t *end)
+{
+    return bn_uri_hostport(uri, 0, host, hostcap, port, start, end);
+}
+
+size_t bn_uri_nhosts(const char *uri)
+{
+    struct tool_uri_spans s;
+    size_t n = 0, h;
+
+    if (uri == NULL || !tool_uri_spans(uri, &s))
+        return 0;
+    h = s.at == SIZE_MAX ? s.auth : s.at + 1;
+    while (nth_host(uri, h, s.end, n) != SIZE_MAX)
+        n++;
+    return n;
 }
 
 void bn_caps_text(uint32_t caps, char *buf, size_t cap)

@@ -17,9 +17,10 @@ dlock, version, out = sys.argv[1:4]
 env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "ASAN_OPTIONS": "detect_leaks=0"}
 
 
-def help_of(*args):
-    return subprocess.run([dlock, *args, "--help"], capture_output=True,
-                          text=True, check=True, env=env).stdout
+def help_of(*args, check=True):
+    r = subprocess.run([dlock, *args, "--help"], capture_output=True,
+                       text=True, check=check, env=env)
+    return r.stdout if r.returncode == 0 else ""
 
 
 top = help_of()
@@ -52,8 +53,18 @@ page += [".SH DESCRIPTION", roff(intro), ".PP",
          "\\fBdlock\\fR \\fICOMMAND\\fR \\fB\\-\\-help\\fR prints it.",
          ".SH COMMANDS"]
 for name, summary in commands:
+    text = help_of(name)
     page += [f".SS {name}", roff(summary) + ".", ".PP", ".nf",
-             roff(help_of(name).rstrip()), ".fi"]
+             roff(text.rstrip()), ".fi"]
+    # A command with parts of its own ("demos: inventory, pitfalls"): the
+    # help of each part that has a text of its own (none from a part that
+    # this build has not: dlock-pitfalls needs hiredis or the ZooKeeper
+    # client).
+    parts = re.search(r"^demos: ([a-z, ]+)", text, re.M)
+    for part in parts.group(1).replace(",", " ").split() if parts else []:
+        more = help_of(name, part, check=False)
+        if more and more != text:
+            page += [".PP", ".nf", roff(more.rstrip()), ".fi"]
 page += [
     ".SH ENVIRONMENT",
     ".TP",
@@ -65,6 +76,11 @@ page += [
     "The server's password, put into the URI in memory only (see "
     "\\fB\\-\\-password\\-file\\fR); \\fBdlock exec\\fR removes it from "
     "the environment of its command.",
+    ".TP",
+    ".B DLOCK_LIBEXEC_DIR",
+    "Where \\fBdlock demo pitfalls\\fR looks first for the program that "
+    "runs it, \\fBdlock\\-pitfalls\\fR (then beside \\fBdlock\\fR, then "
+    "in the libexec directory it was built for).",
     ".TP",
     ".B DLOCK_NAME, DLOCK_FENCE, DLOCK_OWNER",
     "Set by \\fBdlock exec\\fR for its command: the lock's name, its "

@@ -18,6 +18,11 @@
 - Backends as modules (when the build has them): libdlock.so needs no
   server's client library, and each dlock-<name>.so exports only its
   entry point, dlock_module_backend.
+- The `dlock` command uses only the public API: no file of tools/ includes
+  a client library's header but those of dlock-pitfalls (the program of
+  the broken recipes, named pitfalls*), and the dlock executable needs no
+  server's client library; of the tools' programs, only dlock-pitfalls
+  needs hiredis or libzookeeper_mt.
 
 Prints each violation and exits 1 if there is one.
 """
@@ -97,6 +102,16 @@ for name, d in groups().items():
                      "switch on its mode; give each mode its own methods")
     for c in cycles(graph):
         fail(f"{name}: include cycle " + " -> ".join(c))
+
+tools = os.path.join(src, "tools")
+for f in sorted(os.listdir(tools)):
+    if f.endswith((".c", ".h")) and "pitfalls" not in f:
+        text = open(os.path.join(tools, f), encoding="utf-8").read()
+        for kind, inc in INCLUDE.findall(text):
+            if inc == "pitfalls.h" or any(h in inc for h in CLIENT_HEADERS
+                                          if h != "json-c"):
+                fail(f"tools/{f} includes {inc}: only dlock-pitfalls' "
+                     "files (pitfalls*) speak a server's protocol")
 
 dlock_h = open(os.path.join(src, "include/dlock/dlock.h"),
                encoding="utf-8").read()
@@ -197,6 +212,32 @@ else:
                         ours(parts[2]) and parts[2] != "dlock_module_backend":
                     fail(f"{m} exports {parts[2]} (only "
                          "dlock_module_backend)")
+
+# ---- the tools' programs: what each one needs ------------------------------
+CLIENT_LIBS = ("hiredis", "zookeeper", "libpq", "mariadb", "mysqlclient",
+               "libcurl")
+tools_build = os.path.join(build, "tools")
+if not os.path.exists(os.path.join(tools_build, "dlock")):
+    fail(f"no dlock executable in {tools_build}")
+for f in sorted(os.listdir(tools_build) if os.path.isdir(tools_build)
+                else []):
+    path = os.path.join(tools_build, f)
+    if not os.path.isfile(path) or not os.access(path, os.X_OK):
+        continue
+    with open(path, "rb") as fh:
+        if fh.read(4) != b"\x7fELF":
+            continue
+    needed = subprocess.run(["readelf", "-d", path], capture_output=True,
+                            text=True, check=True).stdout
+    for lib in re.findall(r"Shared library: \[([^]]+)\]", needed):
+        if f == "dlock" and any(c in lib for c in CLIENT_LIBS):
+            fail(f"tools/dlock needs {lib}: the command uses only the "
+                 "public API; client libraries belong in the backend "
+                 "modules (and the broken recipes in dlock-pitfalls)")
+        elif f != "dlock-pitfalls" and any(c in lib for c in
+                                           ("hiredis", "zookeeper")):
+            fail(f"tools/{f} needs {lib}: of the tools, only "
+                 "dlock-pitfalls speaks Redis or ZooKeeper directly")
 
 for p in problems:
     print("arch:", p)

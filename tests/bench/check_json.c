@@ -2,7 +2,9 @@
  * check_json.c: `check_json FILE PATH[:CHECK]...` parses FILE with json-c
  * and checks that each dotted PATH ("results.0.uncontended.p50_ns") exists.
  * CHECK is one of: number, int, string, bool, array, object, null (the
- * value's type), or pos (a number greater than zero). Prints one line per
+ * value's type), pos (a number greater than zero), =TEXT (the value as
+ * json-c prints it, strings without quotes: "=true", "=W2"), or len=N (an
+ * array of N elements). Prints one line per
  * failed check and exits 1 if any failed, 2 if FILE does not parse.
  */
 #include <ctype.h>
@@ -64,6 +66,11 @@ static bool check(json_object *v, const char *what)
         return t == json_type_null;
     if (strcmp(what, "pos") == 0)
         return num && json_object_get_double(v) > 0;
+    if (what[0] == '=')
+        return v != NULL && strcmp(json_object_get_string(v), what + 1) == 0;
+    if (strncmp(what, "len=", 4) == 0)
+        return t == json_type_array &&
+               json_object_array_length(v) == strtoul(what + 4, NULL, 10);
     fprintf(stderr, "check_json: unknown check '%s'\n", what);
     return false;
 }

@@ -31,6 +31,12 @@ check "exec's flock options" --nonblock exec --non
 check "exec's short options" -w exec -w
 check "info's options" --json info --j
 check "bench's --from-json" --from-json bench --fro
+check "demo's demos" pitfalls demo pi
+check "demo pitfalls' own options" --only demo pitfalls --on
+check "demo pitfalls --only: the recipes" zk-herd demo pitfalls --only zk
+check "scenario names" holder-reconnect scenario holder-re
+check "scenario all" all scenario a
+check "scenario's --node-cmd" --node-cmd scenario all --no
 check "URI schemes of this build" redis:// exec --uri re
 check "URI schemes: redlock" redlock:// exec --uri redl
 if "$DLOCK" info 2>/dev/null | grep -q '^backends:.* etcd'; then

@@ -3,10 +3,13 @@
 # (dpkg-buildpackage -us -uc, in a scratch copy under /tmp, so the tree
 # gets no obj-*/ or debian/tmp and no .deb lands beside it), run lintian
 # on the result, and check what each package holds and depends on: each
-# server backend's module in its own package, libdlock0 free of every
-# client library; then, from the packages unpacked under /tmp, that dlock
-# loads all four modules and that a missing one names its package, that
-# python3-dlock imports and locks, and that programs build against
+# server backend's module in its own package, libdlock0 and dlock free of
+# every client library (dlock-pitfalls has the broken recipes that speak
+# hiredis and the ZooKeeper client); then, from the packages unpacked
+# under /tmp, that dlock loads all four modules and that a missing one
+# names its package, that `dlock demo pitfalls` runs dlock-pitfalls (exit
+# 69 naming its package without it), that python3-dlock imports and
+# locks, and that programs build against
 # libdlock-dev.
 #
 #   bash tests/debian/check.sh          prints lintian's tags, then one
@@ -93,6 +96,7 @@ has libdlock-dev "$arch" usr/include/dlock/dlock.h usr/include/dlock/backend.h \
     usr/share/man/man3/dlock.3.gz
 has dlock "$arch" usr/bin/dlock usr/share/man/man1/dlock.1.gz \
     usr/share/bash-completion/completions/dlock
+has dlock-pitfalls "$arch" usr/libexec/dlock/dlock-pitfalls
 pydir=usr/lib/python3/dist-packages/dlock
 has python3-dlock "$arch" "$pydir/__init__.py" "$pydir/_client.py" \
     "$pydir/_errors.py" \
@@ -108,11 +112,22 @@ for m in $modules; do
         grep -Fq "libdlock0 (= $version)" ||
         fail "libdlock0-$m does not depend on libdlock0 (= $version)"
 done
-# The point of the modules: libdlock0 pulls in no client library.
-libdeps=$(dpkg-deb -f "$(deb libdlock0 "$arch")" Depends)
-for c in libhiredis libzookeeper libpq libmariadb libmysqlclient libcurl; do
-    case $libdeps in
-    *"$c"*) fail "libdlock0 depends on $c: $libdeps" ;;
+# The point of the modules: libdlock0 pulls in no client library, nor
+# does dlock (the broken recipes of `dlock demo pitfalls`, which speak
+# hiredis and the ZooKeeper client directly, are dlock-pitfalls').
+for p in libdlock0 dlock; do
+    libdeps=$(dpkg-deb -f "$(deb "$p" "$arch")" Depends)
+    for c in libhiredis libzookeeper libpq libmariadb libmysqlclient libcurl; do
+        case $libdeps in
+        *"$c"*) fail "$p depends on $c: $libdeps" ;;
+        esac
+    done
+done
+pfdeps=$(dpkg-deb -f "$(deb dlock-pitfalls "$arch")" Depends)
+for c in libhiredis libzookeeper "dlock (= $version)"; do
+    case $pfdeps in
+    *"$c"*) ;;
+    *) fail "dlock-pitfalls does not depend on $c: $pfdeps" ;;
     esac
 done
 
@@ -121,8 +136,8 @@ done
 # modules there (DLOCK_MODULE_DIR), linking their client libraries from
 # this system. "backends:" lists the modules it could load.
 root=$work/root
-for p in libdlock0 libdlock-dev dlock python3-dlock \
-         $(printf 'libdlock0-%s ' $modules); do
+for p in libdlock0 libdlock-dev dlock dlock-pitfalls python3-dlock \
+    $(printf 'libdlock0-%s ' $modules); do
     dpkg-deb -x "$(deb "$p" "$arch")" "$root"
 done
 mkdir "$work/locks" "$work/no-modules"
@@ -159,6 +174,22 @@ with dlock.Client(sys.argv[2]) as c, c.lock("py") as lk:
     assert lk.owned()
 ' "$root" "file://$work/locks") || fail "python3-dlock does not run"
 echo "debian check: python3-dlock imports and locks"
+# `dlock demo pitfalls` runs the unpacked dlock-pitfalls ($DLOCK_LIBEXEC_DIR:
+# the configured /usr/libexec/dlock is not where it was unpacked); without
+# it, exit 69 naming the package.
+out=$(DLOCK_LIBEXEC_DIR=$root/usr/libexec/dlock run "$work/no-modules" \
+    demo pitfalls --help 2>&1) ||
+    fail "the packaged dlock demo pitfalls --help failed: $out"
+grep -q '^usage: dlock demo pitfalls' <<<"$out" ||
+    fail "dlock demo pitfalls --help printed no usage: $out"
+rc=0
+out=$(DLOCK_LIBEXEC_DIR=$work/no-modules run "$work/no-modules" \
+    demo pitfalls --help 2>&1) || rc=$?
+[ $rc = 69 ] && grep -q 'Debian package dlock-pitfalls' <<<"$out" ||
+    fail "dlock demo pitfalls without dlock-pitfalls: exit $rc" \
+        "(expected 69, naming the package): $out"
+echo "debian check: dlock demo pitfalls runs the unpacked dlock-pitfalls;" \
+    "without it, exit 69 naming its package"
 
 # libdlock-dev is enough to build a program with pkg-config, shared and
 # static (the archive's client libraries come from the -dev packages it
@@ -178,8 +209,8 @@ cc -std=c11 "$consumer" -o "$work/consumer-static" $(pc --cflags) \
 echo "debian check: programs build with pkg-config against libdlock-dev" \
     "(shared, static) and run"
 
-for p in libdlock0 libdlock-dev dlock python3-dlock \
-         $(printf 'libdlock0-%s ' $modules); do
+for p in libdlock0 libdlock-dev dlock dlock-pitfalls python3-dlock \
+    $(printf 'libdlock0-%s ' $modules); do
     printf 'debian check: %-18s Depends: %s\n' "$p" \
         "$(dpkg-deb -f "$(deb "$p" "$arch")" Depends)"
 done

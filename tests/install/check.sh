@@ -3,8 +3,9 @@
 # program with `pkg-config --cflags --libs dlock` (shared) and against
 # libdlock.a with Libs.private, and run both on a file:// lock. Checks that
 # dlock.pc gives consumers only the public header's include directory, and
-# (when the build has backend modules) that the installed libdlock.so needs
-# no server's client library; that the Python package, when built, runs
+# (when the build has backend modules) that the installed libdlock.so and
+# dlock need no server's client library, and that the installed dlock runs
+# the installed dlock-pitfalls; that the Python package, when built, runs
 # from where it was installed. With DLOCK_TEST_REDIS_URI set (run it under
 # tests/servers/with-servers.sh redis), the installed `dlock` reaches Redis
 # through its installed module, says which package to install when the
@@ -73,6 +74,24 @@ case $needs in
 *hiredis*|*zookeeper*|*libpq*|*mariadb*|*mysqlclient*)
     echo "install check: libdlock.so needs a client library: $needs"; exit 1 ;;
 esac
+# Nor does the command: the broken recipes of `dlock demo pitfalls` are
+# the program dlock-pitfalls, in <libexecdir>/dlock/ when the build has
+# hiredis or the ZooKeeper client, which the installed dlock runs.
+cmd_needs=$(LD_LIBRARY_PATH=$libdir ldd "$root/bin/dlock" | awk '{print $1}' | tr '\n' ' ')
+case $cmd_needs in
+*hiredis*|*zookeeper*|*libpq*|*mariadb*|*mysqlclient*)
+    echo "install check: dlock needs a client library: $cmd_needs"; exit 1 ;;
+esac
+libexec=$root/$(meson introspect "$build" --buildoptions |
+    sed -n 's/.*"name": "libexecdir", "value": "\([^"]*\)".*/\1/p')/dlock
+if [ -x "$libexec/dlock-pitfalls" ]; then
+    DLOCK_LIBEXEC_DIR=$libexec LD_LIBRARY_PATH=$libdir "$root/bin/dlock" \
+        demo pitfalls --help | grep -q '^usage: dlock demo pitfalls' ||
+        { echo "install check: dlock demo pitfalls did not run $libexec/dlock-pitfalls"; exit 1; }
+    echo "install check: dlock needs no client library; dlock demo pitfalls runs $libexec/dlock-pitfalls"
+elif [ -f "$build/tools/dlock-pitfalls" ]; then
+    echo "install check: dlock-pitfalls was built but not installed in $libexec"; exit 1
+fi
 echo "install check: libdlock.so needs $needs; modules: $(cd "$moddir" && echo dlock-*.so)"
 [ -n "${DLOCK_TEST_REDIS_URI:-}" ] || exit 0
 [ -f "$moddir/dlock-redis.so" ] || { echo "install check: no dlock-redis.so"; exit 1; }

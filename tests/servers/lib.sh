@@ -275,16 +275,13 @@ dlt_node_pid() {
 
 # ---------------------------------------------------------------- ports
 
-# Ports in use by any socket on this machine (any state, any address).
+# Ports in use by any socket on this machine (any state, any address), as
+# the kernel writes them: 4 upper-case hex digits. awk (mawk or gawk), not a
+# bash read loop: thousands of TIME_WAIT sockets left by earlier tests made
+# the loop slow under load.
 dlt_ports_in_use() {
-    local f line
-    for f in /proc/net/tcp /proc/net/tcp6; do
-        [[ -r $f ]] || continue
-        while read -r _ line _; do
-            [[ $line == *:* ]] || continue # header line
-            echo $((16#${line##*:}))
-        done <"$f"
-    done
+    awk 'FNR > 1 { n = split($2, a, ":"); print a[n] }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
 # Pick N free ports for NODE and record them in NODE/ports. Serialised with
@@ -300,19 +297,20 @@ dlt_pick_ports() { # NODE N
     exec {fd}>>"$lock"
     flock "$fd"
     local -A used=()
-    local p f
+    local p f hex
     while read -r p; do used[$p]=1; done < <(
         dlt_ports_in_use
         for f in "$parent"/dlock-test.*/*/ports; do
-            [[ -r $f ]] && cat "$f"
+            [[ -r $f ]] && while read -r p; do printf '%04X\n' "$p"; done <"$f"
         done
     )
     local -a picked=()
     local tries=0
     while ((${#picked[@]} < n)); do
         p=$((DLT_PORT_MIN + (RANDOM * 32768 + RANDOM) % (DLT_PORT_MAX - DLT_PORT_MIN + 1)))
-        if [[ -z ${used[$p]:-} ]]; then
-            used[$p]=1
+        printf -v hex '%04X' "$p"
+        if [[ -z ${used[$hex]:-} ]]; then
+            used[$hex]=1
             picked+=("$p")
         fi
         ((++tries < 100000)) || { exec {fd}>&-; dlt_err "no free port"; return 1; }
@@ -324,18 +322,14 @@ dlt_pick_ports() { # NODE N
 # Does PID own the LISTEN socket on 127.0.0.1:PORT? Guards against taking a
 # concurrent run's server on the same port for ours.
 dlt_owns_port() { # PID PORT
-    local pid=$1 hex inode='' f laddr st ino
+    local pid=$1 hex inode
     printf -v hex '%04X' "$2"
-    for f in /proc/net/tcp /proc/net/tcp6; do
-        [[ -r $f ]] || continue
-        # Fields: sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-        while read -r _ laddr _ st _ _ _ _ _ ino _; do
-            if [[ $st == 0A && ($laddr == "0100007F:$hex" || $laddr == "0000000000000000FFFF00000100007F:$hex") ]]; then
-                inode=$ino
-                break 2
-            fi
-        done <"$f"
-    done
+    # Fields: sl local_address rem_address st tx:rx tr:when retrnsmt uid
+    # timeout inode; st 0A is LISTEN.
+    inode=$(awk -v a4="0100007F:$hex" \
+        -v a6="0000000000000000FFFF00000100007F:$hex" \
+        '$4 == "0A" && ($2 == a4 || $2 == a6) { print $10; exit }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null)
     [[ -n $inode ]] || return 1
     [[ -n $(find "/proc/$pid/fd" -lname "socket:\[$inode\]" -print -quit 2>/dev/null) ]]
 }

@@ -19,7 +19,25 @@ _dlock() {
             fi
         done
     fi
+    # dlock demo NAME: the demos its help lists ("demos: a, b (...").
+    if [[ $cmd == demo ]] && ((COMP_CWORD == 2)); then
+        COMPREPLY=($(compgen -W "$("$prog" demo --help 2>/dev/null |
+            sed -n 's/^demos: \([a-z, ]*\).*/\1/p' | tr -d ,) --help" \
+            -- "$cur"))
+        return
+    fi
+    # dlock scenario NAME|all: the scenarios its help lists
+    if [[ $cmd == scenario ]] && ((COMP_CWORD == 2)) && [[ $cur != -* ]]; then
+        COMPREPLY=($(compgen -W "$("$prog" scenario --help 2>/dev/null |
+            sed -n '/^scenarios/,/^$/s/^  \([a-z][a-z-]*\)  .*/\1/p') all" \
+            -- "$cur"))
+        return
+    fi
     case $prev in
+    --only) # dlock demo pitfalls --only: the recipes its help lists
+        COMPREPLY=($(compgen -W "$("$prog" demo pitfalls --help 2>/dev/null |
+            sed -n 's/^  \([a-z]*-[a-z-]*\)  .*/\1/p')" -- "$cur"))
+        return ;;
     --uri)
         COMPREPLY=($(compgen -W "$("$prog" info 2>/dev/null |
             sed -n 's/^backends: //p' |
@@ -37,7 +55,10 @@ _dlock() {
         fi ;;
     esac
     if [[ $cur == -* ]]; then
-        COMPREPLY=($(compgen -W "$("$prog" "$cmd" --help 2>/dev/null |
+        local sub=()
+        # dlock demo NAME --...: that demo's own options
+        [[ $cmd == demo && ${COMP_WORDS[2]-} != -* ]] && sub=("${COMP_WORDS[2]}")
+        COMPREPLY=($(compgen -W "$("$prog" "$cmd" "${sub[@]}" --help 2>/dev/null |
             grep -oE -- '(^|[ ,])--?[a-zA-Z][a-zA-Z-]*' | tr -d ' ,' | sort -u)" \
             -- "$cur"))
     fi
