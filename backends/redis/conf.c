@@ -128,18 +128,37 @@ int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
 {
     int rc;
 
+    int cluster = 0;
+
     memset(cf, 0, sizeof *cf);
     if (u->nhosts == 0)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "host: expected redis://host[:port]");
-    if (u->nhosts > 1 && !nodes)
+    /* cluster=1: the hosts are seeds of one Redis Cluster (cluster.c). */
+    if ((rc = dlock_uri_bool(u, "cluster", 0, &cluster, err, errlen)) !=
+        DLOCK_OK)
+        return rc;
+    if (cluster && nodes)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "cluster: cannot be combined with redlock (a "
+                            "Redlock needs independent masters; a cluster "
+                            "is one store): use redis://h1,h2,...?cluster=1");
+    if (cluster && u->path[0] != '\0' && strcmp(u->path, "/") != 0 &&
+        strcmp(u->path, "/0") != 0)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "db: a Redis Cluster has only database 0, got "
+                            "'%.40s' with cluster=1",
+                            u->path);
+    cf->cluster = cluster != 0;
+    if (u->nhosts > 1 && !nodes && !cluster)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "host: %zu hosts given; several hosts are a "
-                            "Redlock: use redlock://h1,h2,... or redlock=1",
+                            "Redlock (redlock://h1,h2,... or redlock=1) or "
+                            "a cluster's seeds (cluster=1)",
                             u->nhosts);
     if (u->nhosts > RD_NODES_MAX)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "host: at most %d Redlock nodes, %zu given",
+                            "host: at most %d hosts, %zu given",
                             RD_NODES_MAX, u->nhosts);
     for (size_t i = 0; i < u->nhosts; i++) {
         const char *h = u->hosts[i].host;

@@ -392,6 +392,9 @@ int dlock__rd_reply_error(struct dlock__rd_session *rs, const redisReply *r)
 int dlock__rd_io_error(struct dlock__rd_session *rs, int code, const char *op)
 {
     char tbuf[64];
+    if (rs->cl != NULL) /* cluster.c: several connections, its own why */
+        return dlock_session_error(&rs->base, code, "%s: %s", op,
+                                   rs->why[0] ? rs->why : "no node answered");
     return dlock_session_error(&rs->base, code, "%s: %s", op,
                                io_text(rs->rc, tbuf, sizeof tbuf,
                                        rs->cf->timeout_ms));

@@ -30,6 +30,9 @@ int dlock__rd_inspect_single(struct dlock_session *s, const char *name,
     dlock__rd_log_note(rs);
     if (rs->m->keys(&rs->keys, rs->cf, name, len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+    if (rs->cl != NULL &&
+        (code = dlock__rd_cluster_route(rs, lk->p, lk->len)) != DLOCK_OK)
+        return code;
     redisAppendCommand(rs->rc, "%s %b", rs->m->inspect_read, lk->p, lk->len);
     redisAppendCommand(rs->rc, "PTTL %b", lk->p, lk->len);
     redisAppendCommand(rs->rc, "GET %b", rs->keys.fence.p,

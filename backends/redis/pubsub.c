@@ -380,7 +380,10 @@ int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
     if (recheck) {
         /* The release may have come before we were subscribed. */
         const struct dlock__rd_buf *lk = &rs->keys.lock;
-        redisReply *r = redisCommand(rs->rc, "PTTL %b", lk->p, lk->len);
+        redisReply *r = NULL;
+        if (rs->cl == NULL ||
+            dlock__rd_cluster_route(rs, lk->p, lk->len) == DLOCK_OK)
+            r = redisCommand(rs->rc, "PTTL %b", lk->p, lk->len);
         if (r == NULL) {
             rc = dlock__rd_io_error(rs, DLOCK_ECONNECT, "wait");
             pthread_mutex_lock(&ps->mu);

@@ -22,6 +22,8 @@
  *   floor.c     the raw floor of `dlock bench` (bench-only)
  *   restart.c   Redlock's delayed restart: which nodes count
  *   rounds.c    Redlock's nodes: connections and parallel rounds
+ *   cluster.c   cluster=1 for setnx and hash: the slot map, a connection
+ *               per master, MOVED/ASK/TRYAGAIN, the connections' watcher
  *   conn.c      connections (SOCK_CLOEXEC, then hiredis), the AUTH/
  *               SELECT/SCRIPT LOAD/INFO pipeline, run_id tracking,
  *               running a script, replies and errors
@@ -42,6 +44,8 @@
 
 #define RD_DEFAULT_PORT 6379
 #define RD_NODES_MAX 15
+/* Masters of a Redis Cluster a session can route to (cluster.c). */
+#define RD_CLUSTER_NODES_MAX 64
 /* Escaped name segments inside the {hash tag}; longer names are hashed. */
 #define RD_SEG_MAX 200
 
@@ -64,6 +68,7 @@ struct dlock__rd_conf {
     uint32_t restart_delay_ms; /* redlock: 0 = no delayed restart */
     char ns[RD_SEG_MAX + 1];   /* setnx/redlock: escaped namespace */
     char *raw_ns;              /* hash: the namespace as given, or NULL */
+    bool cluster;              /* cluster=1: hosts are a cluster's seeds */
 };
 
 /* Read and check everything the URI says for a mode on one server, or
@@ -219,6 +224,10 @@ struct dlock__rd_session {
     dlock__rd_sha sha[RD_SC_COUNT];
     struct dlock__rd_keys keys;
     uint64_t attempt_ns;      /* when the last acquire was sent */
+    /* cluster=1: the slot map and a connection per master (cluster.c);
+     * rc is then the connection of the last command */
+    struct dlock__rd_cluster *cl;
+    char why[320];            /* cluster: why the last routing failed */
     /* Redlock */
     struct dlock__rd_node *nodes;
     size_t nnodes, quorum;
@@ -404,6 +413,37 @@ int dlock__rd_single_renew(struct dlock_session *s,
 int dlock__rd_single_release(struct dlock_session *s,
                              const struct dlock_request *req,
                              struct dlock_grant *grant);
+
+
+/* ---- cluster.c: Redis Cluster (cluster=1) --------------------------------- */
+
+struct dlock__rd_cluster;
+/* Read the slot map from the seeds, start the watcher; or a clear error
+ * (a seed that is no cluster node says so). */
+int dlock__rd_cluster_open(struct dlock__rd_session *rs, char *err,
+                           size_t errlen);
+void dlock__rd_cluster_close(struct dlock__rd_session *rs);
+/* The slot of a key (its {hash tag}, as Redis Cluster hashes it). */
+unsigned dlock__rd_cluster_slot(const char *key, size_t len);
+/* Send one command for slot on its master, following MOVED and ASK and
+ * retrying TRYAGAIN/CLUSTERDOWN/unreachable within timeout=; NULL: failed
+ * (rs->why says why). Sets rs->rc to the connection used. */
+redisReply *dlock__rd_cluster_cmd(struct dlock__rd_session *rs, unsigned slot,
+                                  int argc, const char **argv,
+                                  const size_t *lens);
+/* Point rs->rc at the master of key's slot (inspect, wait's PTTL). */
+int dlock__rd_cluster_route(struct dlock__rd_session *rs, const char *key,
+                            size_t len);
+/* dlock__rd_run's twin: script `which` on rs->keys' master. */
+redisReply *dlock__rd_cluster_run(struct dlock__rd_session *rs, int which,
+                                  const char *owner, size_t owner_len,
+                                  const char *lease);
+/* Renew with one pipeline per master. Each item's result: DLOCK_OK
+ * extended, RD_RENEW_NO gone or another owner's, or an error; the caller
+ * (single.c) turns the first two into its verdict. */
+#define RD_RENEW_NO 3
+int dlock__rd_cluster_renew(struct dlock__rd_session *rs,
+                            struct dlock_renewal *items, size_t n);
 
 /* ---- the modes: setnx.c, hash.c, redlock.c ------------------------------- */
 

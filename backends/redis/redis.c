@@ -152,7 +152,9 @@ static int rd_open(struct dlock_session **out, const struct dlock_uri *uri,
     rs->m = x->m;
     rs->cf = &x->conf;
     /* One server (single.c), or Redlock's nodes (rounds.c). */
-    if ((rc = rs->m->open(rs, err, errlen)) != DLOCK_OK) {
+    rc = rs->cf->cluster ? dlock__rd_cluster_open(rs, err, errlen)
+                         : rs->m->open(rs, err, errlen);
+    if (rc != DLOCK_OK) {
         free(rs);
         return rc;
     }
@@ -164,7 +166,10 @@ static void rd_close(struct dlock_session *s)
 {
     struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
 
-    rs->m->close(rs);
+    if (rs->cl != NULL)
+        dlock__rd_cluster_close(rs);
+    else
+        rs->m->close(rs);
     dlock__rd_keys_free(&rs->keys);
     free(rs);
 }
@@ -176,7 +181,7 @@ static const struct dlock_mode *const rd_modes[] = {
     &dlock__rd_mode_redlock.base, NULL};
 
 static const char *const rd_params[] = {"redlock", "drift", "node_timeout",
-                                        "restart_delay", NULL};
+                                        "restart_delay", "cluster", NULL};
 static const char *const rd_aliases[] = {"redlock", NULL};
 
 const struct dlock_backend dlock__backend_redis = {

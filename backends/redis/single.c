@@ -19,6 +19,16 @@
 
 #include "rd.h"
 
+/* A script on the session's server, or on its key's master (cluster=1). */
+static redisReply *run(struct dlock__rd_session *rs, int which,
+                       const char *owner, size_t owner_len,
+                       const char *lease)
+{
+    return rs->cl != NULL
+               ? dlock__rd_cluster_run(rs, which, owner, owner_len, lease)
+               : dlock__rd_run(rs, which, owner, owner_len, lease);
+}
+
 /* ---- the connection --------------------------------------------------------------- */
 
 int dlock__rd_single_open(struct dlock__rd_session *rs, char *err,
@@ -69,7 +79,7 @@ int dlock__rd_single_acquire(struct dlock_session *s,
     snprintf(lease, sizeof lease, "%u", req->lease_ms);
     /* [B-WAIT-1]: wait() compares release times with this. */
     rs->attempt_ns = dlock_now_ns();
-    r = dlock__rd_run(rs, RD_SC_ACQUIRE, req->owner, req->owner_len, lease);
+    r = run(rs, RD_SC_ACQUIRE, req->owner, req->owner_len, lease);
     if (r == NULL)
         return dlock__rd_io_error(rs, DLOCK_ECONNECT, "acquire");
     if (dlock__rd_reply_pair(r, &ok, &val) != 0) {
@@ -127,6 +137,15 @@ int dlock__rd_single_renew(struct dlock_session *s,
     int redo = 0;
 
     dlock__rd_log_note(rs);
+    if (rs->cl != NULL) { /* one pipeline per master (cluster.c) */
+        int code = dlock__rd_cluster_renew(rs, items, n);
+        for (size_t i = 0; code == DLOCK_OK && i < n; i++)
+            if (items[i].result == DLOCK_OK ||
+                items[i].result == RD_RENEW_NO)
+                items[i].result = renew_verdict(
+                    rs, items[i].grant, items[i].result == DLOCK_OK);
+        return code;
+    }
     for (size_t i = 0; i < n; i++) {
         const struct dlock_request *req = items[i].req;
         struct dlock__rd_cmd c;
@@ -164,7 +183,7 @@ int dlock__rd_single_renew(struct dlock_session *s,
         if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
             return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
         snprintf(lease, sizeof lease, "%u", req->lease_ms);
-        r = dlock__rd_run(rs, RD_SC_RENEW, req->owner, req->owner_len, lease);
+        r = run(rs, RD_SC_RENEW, req->owner, req->owner_len, lease);
         if (r == NULL)
             return dlock__rd_io_error(rs, DLOCK_ECONNECT, "renew");
         items[i].result = renew_verdict(
@@ -190,7 +209,7 @@ int dlock__rd_single_release(struct dlock_session *s,
     if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     snprintf(lease, sizeof lease, "%u", req->lease_ms);
-    r = dlock__rd_run(rs, RD_SC_RELEASE, req->owner, req->owner_len, lease);
+    r = run(rs, RD_SC_RELEASE, req->owner, req->owner_len, lease);
     if (r == NULL)
         return dlock__rd_io_error(rs, DLOCK_ECONNECT, "release");
     if (r->type != REDIS_REPLY_INTEGER)

@@ -94,7 +94,7 @@ DLT_STOP_TIMEOUT=10
 DLT_PORT_MIN=${DLOCK_TEST_PORT_MIN:-20000}
 DLT_PORT_MAX=${DLOCK_TEST_PORT_MAX:-32767}
 
-DLT_ALL_KINDS="redis redis5 zk zk3 pg mysql etcd etcd3 etcdtls"
+DLT_ALL_KINDS="redis redis5 zk zk3 pg mysql etcd etcd3 etcdtls rcluster"
 
 dlt_err() { printf '%s: %s\n' "${DLT_PROG:-dlock-test}" "$*" >&2; }
 dlt_log() { [[ ${DLOCK_TEST_VERBOSE:-0} == 0 ]] || dlt_err "$@"; }
@@ -115,6 +115,7 @@ dlt_kind_count() { # KIND -> number of server processes
     case $1 in
         redis5) echo 5 ;;
         zk3 | etcd3) echo 3 ;;
+        rcluster) echo 6 ;;
         *) echo 1 ;;
     esac
 }
@@ -127,6 +128,7 @@ dlt_kind_var() { # KIND -> the variable that says "this kind is running"
     case $1 in
         redis) echo DLOCK_TEST_REDIS_URI ;;
         redis5) echo DLOCK_TEST_REDIS5_HOSTS ;;
+        rcluster) echo DLOCK_TEST_RCLUSTER_URI ;;
         zk) echo DLOCK_TEST_ZK_URI ;;
         zk3) echo DLOCK_TEST_ZK3_URI ;;
         pg) echo DLOCK_TEST_PG_URI ;;
@@ -197,6 +199,10 @@ dlt_kind_missing() {
     case $1 in
         redis | redis5)
             dlt_find_bin redis-server >/dev/null || echo redis-server
+            ;;
+        rcluster)
+            dlt_find_bin redis-server >/dev/null || echo redis-server
+            dlt_find_bin redis-cli >/dev/null || echo redis-cli
             ;;
         zk | zk3)
             dlt_find_bin java >/dev/null || echo java
@@ -413,7 +419,7 @@ dlt_probe_etcdtls() { # PORT NODE
 
 dlt_probe() { # KIND PORT [NODE]
     case $1 in
-        redis | redis5) dlt_probe_redis "$2" ;;
+        redis | redis5 | rcluster) dlt_probe_redis "$2" ;;
         zk | zk3) dlt_probe_zk "$2" ;;
         pg) dlt_probe_pg "$2" ;;
         mysql) dlt_probe_mysql "$2" ;;
@@ -624,6 +630,43 @@ dlt_prepare_redis() { # NODE PORT
         --bind 127.0.0.1 --port "$port" --protected-mode yes \
         --save '' --appendonly no --daemonize no --unixsocket '' \
         --dir "$node/data" --logfile '' --enable-debug-command local
+}
+
+# Redis Cluster (rcluster): a redis node with cluster mode on; nodes.conf
+# in its data dir, so a node stopped and started again (ctl.sh) rejoins.
+dlt_prepare_rcluster() { # NODE PORT BUSPORT
+    dlt_prepare_redis "$1" "$2"
+    printf '%q ' --cluster-enabled yes --cluster-config-file nodes.conf \
+        --cluster-port "$3" --cluster-node-timeout 2000 >>"$1/cmd"
+    sed -i ':a;N;$!ba;s/\n//g' "$1/cmd"
+    echo >>"$1/cmd"
+}
+
+# Make the 6 started nodes one cluster: 3 masters with a replica each, and
+# wait until every node says cluster_state:ok.
+dlt_rcluster_create() { # NODE...
+    local node cli addrs=() t
+    cli=$(dlt_find_bin redis-cli) || return 1
+    for node in "$@"; do addrs+=("127.0.0.1:$(<"$node/port")"); done
+    "$cli" --cluster create "${addrs[@]}" --cluster-replicas 1 \
+        --cluster-yes >"$1/create.log" 2>&1 || {
+        dlt_err "rcluster: redis-cli --cluster create failed"
+        tail -5 "$1/create.log" >&2
+        return 1
+    }
+    for ((t = 0; t < 600; t++)); do
+        local ok=1
+        for node in "$@"; do
+            "$cli" -p "$(<"$node/port")" cluster info 2>/dev/null |
+                grep -q '^cluster_state:ok' || { ok=0; break; }
+        done
+        # ... and each master has its replica (failover tests need one).
+        ((ok)) && [[ $("$cli" -p "$(<"$1/port")" cluster nodes 2>/dev/null |
+            grep -c ' slave ') == 3 ]] && return 0
+        sleep 0.1
+    done
+    dlt_err "rcluster: no cluster_state:ok with 3 replicas within 60 s"
+    return 1
 }
 
 # ZK: config for NODE. Ensemble members are given as "ID:CLIENT:QUORUM:ELECTION".
@@ -906,6 +949,15 @@ dlt_configure() { # KIND NODE...
                 dlt_prepare_redis "$node" "$(<"$node/ports")"
             done
             ;;
+        rcluster)
+            # Two ports each: clients, and the cluster bus (cluster-port).
+            local pp
+            for node in "$@"; do
+                dlt_pick_ports "$node" 2 || return 1
+                mapfile -t pp <"$node/ports"
+                dlt_prepare_rcluster "$node" "${pp[0]}" "${pp[1]}"
+            done
+            ;;
         zk)
             dlt_pick_ports "$1" 1 || return 1
             dlt_prepare_zk "$1" 1 "$(<"$1/ports")"
@@ -1015,6 +1067,7 @@ dlt_start_kind() { # KIND
     case $kind in
         pg) dlt_pg_setup "${nodes[0]}" || return 1 ;;
         mysql) dlt_mysql_setup "${nodes[0]}" || return 1 ;;
+        rcluster) dlt_rcluster_create "${nodes[@]}" || return 1 ;;
     esac
     return 0
 }
@@ -1036,6 +1089,11 @@ dlt_export_kind() { # KIND RUN
     case $kind in
         redis) export DLOCK_TEST_REDIS_URI="redis://$hosts" ;;
         redis5) export DLOCK_TEST_REDIS5_HOSTS=$hosts ;;
+        rcluster)
+            # Seeds: every node; the test picks its master by CLUSTER SLOTS.
+            export DLOCK_TEST_RCLUSTER_HOSTS=$hosts
+            export DLOCK_TEST_RCLUSTER_URI="redis://$hosts?cluster=1"
+            ;;
         zk) export DLOCK_TEST_ZK_URI="zk://$hosts" ;;
         zk3) export DLOCK_TEST_ZK3_URI="zk://$hosts" ;;
         etcd | etcd3)
