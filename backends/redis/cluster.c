@@ -114,22 +114,21 @@ static int node_index(struct dlock__rd_cluster *cl, const char *host,
 }
 
 /* Read CLUSTER SLOTS on one connection into the map; 0, or -1 with
- * rs->why set. `from` answers for an empty host in the reply. */
-static int map_read(struct dlock__rd_session *rs, redisContext *rc,
-                    const struct dlock__rd_addr *from)
+ * why set. `from` answers for an empty host in the reply. */
+static int map_read(struct dlock__rd_cluster *cl, char *why, size_t cap,
+                    redisContext *rc, const struct dlock__rd_addr *from)
 {
-    struct dlock__rd_cluster *cl = rs->cl;
     redisReply *r = redisCommand(rc, "CLUSTER SLOTS");
     int ok = 0;
 
     if (r == NULL) {
-        snprintf(rs->why, sizeof rs->why, "%s:%d: CLUSTER SLOTS: %.200s",
+        snprintf(why, cap, "%s:%d: CLUSTER SLOTS: %.200s",
                  from->host, from->port,
                  rc->errstr[0] ? rc->errstr : "no answer");
         return -1;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(rs->why, sizeof rs->why,
+        snprintf(why, cap,
                  "%s:%d is not a Redis Cluster node (CLUSTER SLOTS: %.160s); "
                  "drop cluster=1 for a single server",
                  from->host, from->port, r->str);
@@ -162,7 +161,7 @@ static int map_read(struct dlock__rd_session *rs, redisContext *rc,
         }
         idx = node_index(cl, host, hlen, (int)m->element[1]->integer);
         if (idx < 0) {
-            snprintf(rs->why, sizeof rs->why,
+            snprintf(why, cap,
                      "the cluster has more than %d masters",
                      RD_CLUSTER_NODES_MAX);
             freeReplyObject(r);
@@ -176,14 +175,14 @@ static int map_read(struct dlock__rd_session *rs, redisContext *rc,
     }
     freeReplyObject(r);
     if (ok == 0) {
-        snprintf(rs->why, sizeof rs->why,
+        snprintf(why, cap,
                  "%s:%d: the cluster has no slots assigned", from->host,
                  from->port);
         return -1;
     }
     return 0;
 bad:
-    snprintf(rs->why, sizeof rs->why, "%s:%d: CLUSTER SLOTS: unexpected reply",
+    snprintf(why, cap, "%s:%d: CLUSTER SLOTS: unexpected reply",
              from->host, from->port);
     freeReplyObject(r);
     return -1;
@@ -200,7 +199,7 @@ static int map_refresh(struct dlock__rd_session *rs, int *code)
     *code = DLOCK_ECONNECT;
     for (size_t i = 0; i < cl->nnodes; i++)
         if (cl->node[i].rc != NULL && !cl->node[i].dead &&
-            map_read(rs, cl->node[i].rc, &cl->node[i].addr) == 0)
+            map_read(cl, rs->why, sizeof rs->why, cl->node[i].rc, &cl->node[i].addr) == 0)
             return 0;
     for (size_t i = 0; i < rs->cf->nhosts; i++) {
         int c;
@@ -213,7 +212,7 @@ static int map_refresh(struct dlock__rd_session *rs, int *code)
                 *code = c;
             continue;
         }
-        int got = map_read(rs, rc, &rs->cf->hosts[i]);
+        int got = map_read(cl, rs->why, sizeof rs->why, rc, &rs->cf->hosts[i]);
         if (got != 0 && strstr(rs->why, "not a Redis Cluster") != NULL)
             *code = DLOCK_EINVAL;
         redisFree(rc);
@@ -221,6 +220,37 @@ static int map_refresh(struct dlock__rd_session *rs, int *code)
             return 0;
     }
     return -1;
+}
+
+/* The address of the master of key's slot, read from the seeds of cf
+ * (the raw floor of `dlock bench`, which has no session). */
+int dlock__rd_cluster_master(const struct dlock__rd_conf *cf, const char *key,
+                             size_t len, struct dlock__rd_addr *out,
+                             char *err, size_t errlen)
+{
+    struct dlock__rd_cluster *cl = calloc(1, sizeof *cl);
+    unsigned slot = dlock__rd_cluster_slot(key, len);
+    int code = DLOCK_ECONNECT;
+
+    if (cl == NULL)
+        return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
+    memset(cl->slot, 0xff, sizeof cl->slot);
+    for (size_t i = 0; i < cf->nhosts && cl->slot[slot] == CL_NONE; i++) {
+        redisContext *rc = dlock__rd_connect(cf, &cf->hosts[i], cf->timeout_ms,
+                                             NULL, NULL, NULL, err, errlen,
+                                             &code);
+        if (rc == NULL)
+            continue;
+        if (map_read(cl, err, errlen, rc, &cf->hosts[i]) != 0)
+            code = DLOCK_ERROR;
+        redisFree(rc);
+    }
+    if (cl->slot[slot] != CL_NONE) {
+        *out = cl->node[cl->slot[slot]].addr;
+        code = DLOCK_OK;
+    }
+    free(cl);
+    return code;
 }
 
 /* ---- connections and the watcher -------------------------------------------------- */

@@ -63,6 +63,14 @@ int dlock__rd_floor_single(const struct dlock__rd_mode *m,
 
     if ((rc = floor_begin(&rs, &cf, m, uri, name, err, errlen)) != DLOCK_OK)
         return rc;
+    /* cluster=1: the one server is the master of the name's slot. */
+    if (cf.cluster &&
+        (rc = dlock__rd_cluster_master(&cf, rs.keys.lock.p, rs.keys.lock.len,
+                                       &cf.hosts[0], err, errlen)) !=
+            DLOCK_OK) {
+        floor_end(&rs, &cf);
+        return rc;
+    }
     rs.rc = dlock__rd_connect(&cf, &cf.hosts[0], cf.timeout_ms, m, rs.sha,
                               NULL, err, errlen, &code);
     if (rs.rc == NULL) {

@@ -35,6 +35,45 @@ static int prefix_name(struct dlock__rd_buf *b, const char *prefix,
     return 0;
 }
 
+/*
+ * On a cluster, Redisson's names of a few names are in other slots than
+ * the lock (a '{' without a '}' after it, an empty tag "{}", a lone '}'):
+ * Redisson cannot lock those on a cluster, and dlock gives their channel
+ * and token a tag that hashes to the lock's slot: the lock itself when it
+ * has no '}', else the first short printable string found with it.
+ */
+static int cluster_keys(struct dlock__rd_keys *k)
+{
+    unsigned slot = dlock__rd_cluster_slot(k->lock.p, k->lock.len);
+    char t[4] = "";
+    const char *tag = k->lock.p;
+    size_t tlen = k->lock.len;
+
+    if (dlock__rd_cluster_slot(k->channel.p, k->channel.len) == slot)
+        return 0; /* Redisson's own names share the slot */
+    if (memchr(k->lock.p, '}', k->lock.len) != NULL) {
+        /* 92^3 printable strings without braces cover every slot. */
+        for (size_t i = 0; i < 92 * 92 * 92; i++) {
+            for (size_t j = 0, v = i; j < 3; j++, v /= 92) {
+                char c = (char)(0x21 + v % 92);
+                t[j] = c >= '{' ? (char)(c + 1) : c; /* skip '{' */
+                if (t[j] >= '}')
+                    t[j]++; /* and '}' */
+            }
+            if (dlock__rd_cluster_slot(t, 3) == slot)
+                break;
+        }
+        tag = t;
+        tlen = 3;
+    }
+    return dlock__rd_buf_set(&k->channel, "redisson_lock__channel:{", 24,
+                             tag, tlen, "}", 1) != 0 ||
+                   dlock__rd_buf_set(&k->fence, "redisson_lock_token:{", 21,
+                                     tag, tlen, "}", 1) != 0
+               ? -1
+               : 0;
+}
+
 /* Redisson's names, exactly: the lock is the name itself (after
  * "<namespace>:" when namespace= is given); the channel and the token are
  * prefixName()s of it. */
@@ -50,12 +89,12 @@ static int hash_keys(struct dlock__rd_keys *k, const struct dlock__rd_conf *cf,
     } else if (dlock__rd_buf_set(&k->lock, name, len, "", 0, "", 0) != 0) {
         return -1;
     }
-    return prefix_name(&k->channel, "redisson_lock__channel", k->lock.p,
-                       k->lock.len) != 0 ||
-                   prefix_name(&k->fence, "redisson_lock_token", k->lock.p,
-                               k->lock.len) != 0
-               ? -1
-               : 0;
+    if (prefix_name(&k->channel, "redisson_lock__channel", k->lock.p,
+                    k->lock.len) != 0 ||
+        prefix_name(&k->fence, "redisson_lock_token", k->lock.p,
+                    k->lock.len) != 0)
+        return -1;
+    return cf->cluster ? cluster_keys(k) : 0;
 }
 
 /* ---- scripts ----------------------------------------------------------------------- */

@@ -434,6 +434,10 @@ redisReply *dlock__rd_cluster_cmd(struct dlock__rd_session *rs, unsigned slot,
 /* Point rs->rc at the master of key's slot (inspect, wait's PTTL). */
 int dlock__rd_cluster_route(struct dlock__rd_session *rs, const char *key,
                             size_t len);
+/* The master of key's slot, from cf's seeds, without a session. */
+int dlock__rd_cluster_master(const struct dlock__rd_conf *cf, const char *key,
+                             size_t len, struct dlock__rd_addr *out,
+                             char *err, size_t errlen);
 /* dlock__rd_run's twin: script `which` on rs->keys' master. */
 redisReply *dlock__rd_cluster_run(struct dlock__rd_session *rs, int which,
                                   const char *owner, size_t owner_len,

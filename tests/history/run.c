@@ -65,7 +65,7 @@ static void usage(void)
         "usage: history run --uri URI [options]\n"
         "  --server KIND        with-servers.sh kind of the URI's server\n"
         "                       (redis redis5 zk zk3 pg mysql etcd etcd3\n"
-        "                       etcdtls);\n"
+        "                       etcdtls rcluster);\n"
         "                       none: only process faults apply\n"
         "  --duration D         how long workers contend (20s); the first\n"
         "                       round of faults runs whole even if longer\n"
@@ -133,6 +133,8 @@ static unsigned kind_nodes(const char *kind)
         return 5;
     if (strcmp(kind, "zk3") == 0 || strcmp(kind, "etcd3") == 0)
         return 3;
+    if (strcmp(kind, "rcluster") == 0)
+        return 6; /* 3 masters, 3 replicas: a master's crash is a failover */
     return 1;
 }
 
@@ -291,7 +293,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     if (o->m.server[0] != '\0') {
         static const char *const kinds[] = {"redis", "redis5", "zk",
                                             "zk3",   "pg",     "mysql",
-                                            "etcd",  "etcd3",  "etcdtls"};
+                                            "etcd",  "etcd3",  "etcdtls",
+                                            "rcluster"};
         bool known = false;
 
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
@@ -299,7 +302,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         if (!known) {
             fprintf(stderr, "history run: --server: unknown kind '%s' "
                             "(redis redis5 zk zk3 pg mysql etcd "
-                            "etcd3 etcdtls)\n", o->m.server);
+                            "etcd3 etcdtls rcluster)\n", o->m.server);
             return -1;
         }
         o->m.nodes = kind_nodes(o->m.server);
@@ -769,6 +772,11 @@ static void fault_server(int f)
             S.node_down[node] = true;
             if (f == HI_F_CRASH) {
                 rc = ctl("kill", node);
+                /* A cluster promotes the replica of a master silent for
+                 * its node timeout (2 s, tests/servers/lib.sh): stay down
+                 * past it, so that a crash of a master is a failover. */
+                if (rc == 0 && strcmp(S.o->m.server, "rcluster") == 0)
+                    nap(3000 * NS_PER_MS);
                 if (rc == 0)
                     rc = ctl("start", node);
             } else {
