@@ -482,6 +482,21 @@ redisReply *dlock__rd_cluster_run(struct dlock__rd_session *rs, int which,
     return r;
 }
 
+int dlock__rd_cluster_addr(struct dlock__rd_session *rs, const char *key,
+                           size_t len, struct dlock__rd_addr *out)
+{
+    struct dlock__rd_cluster *cl = rs->cl;
+    unsigned slot = dlock__rd_cluster_slot(key, len);
+    int code;
+
+    if (cl->slot[slot] == CL_NONE && map_refresh(rs, &code) != 0)
+        return code;
+    if (cl->slot[slot] == CL_NONE)
+        return DLOCK_ECONNECT;
+    *out = cl->node[cl->slot[slot]].addr;
+    return DLOCK_OK;
+}
+
 /* ---- renew ------------------------------------------------------------------------ */
 
 /* Renew n leases, one pipelined round trip per master. A reply that is a

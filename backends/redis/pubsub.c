@@ -100,19 +100,33 @@ static void ps_all_down(struct dlock__rd_pubsub *ps, bool failed_connect)
     }
 }
 
-static void ps_on_reply(struct dlock__rd_pubsub *ps, redisReply *r)
+/* false: the connection is of no more use (a sharded subscription refused:
+ * the slot moved). */
+static bool ps_on_reply(struct dlock__rd_pubsub *ps, redisReply *r)
 {
     const char *kind;
     struct dlock__rd_chan *c;
 
+    if (r->type == REDIS_REPLY_ERROR)
+        return false; /* MOVED: wake the waiters, who route anew */
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
         r->element[0]->type != REDIS_REPLY_STRING ||
         r->element[1]->type != REDIS_REPLY_STRING)
-        return;
+        return true;
     kind = r->element[0]->str;
+    if (kind[0] == 's') /* smessage, ssubscribe, sunsubscribe */
+        kind++;
     c = chan_find(ps, r->element[1]->str, r->element[1]->len);
     if (c == NULL)
-        return;
+        return true;
+    if (ps->sharded && strcmp(kind, "unsubscribe") == 0 &&
+        c->state != RD_CH_LEAVING) {
+        /* The server's own: the slot moved away. The waiters retry. */
+        c->gen++;
+        c->state = RD_CH_NONE;
+        pthread_cond_broadcast(&c->cv);
+        return true;
+    }
     if (strcmp(kind, "message") == 0) {
         c->gen++;
         c->last_msg_ns = dlock_now_ns();
@@ -138,6 +152,7 @@ static void ps_on_reply(struct dlock__rd_pubsub *ps, redisReply *r)
             }
         }
     }
+    return true;
 }
 
 /* Send SUBSCRIBE/UNSUBSCRIBE for what changed. Under mu; the writes are a
@@ -159,12 +174,16 @@ static int ps_sync_subs(struct dlock__rd_pubsub *ps, redisContext *rc)
     }
     for (struct dlock__rd_chan *c = ps->chans; c != NULL; c = c->next) {
         if (c->refs > 0 && c->state == RD_CH_NONE) {
-            redisAppendCommand(rc, "SUBSCRIBE %b", c->name, c->len);
+            redisAppendCommand(rc, ps->sharded ? "SSUBSCRIBE %b"
+                                               : "SUBSCRIBE %b",
+                               c->name, c->len);
             c->state = RD_CH_PENDING;
             any = 1;
         } else if (c->refs == 0 && c->state == RD_CH_SUBSCRIBED &&
                    now - c->idle_since_ms >= LINGER_MS) {
-            redisAppendCommand(rc, "UNSUBSCRIBE %b", c->name, c->len);
+            redisAppendCommand(rc, ps->sharded ? "SUNSUBSCRIBE %b"
+                                               : "UNSUBSCRIBE %b",
+                               c->name, c->len);
             c->state = RD_CH_LEAVING;
             any = 1;
         }
@@ -193,9 +212,11 @@ static bool ps_read(struct dlock__rd_pubsub *ps, redisContext *rc)
     if (redisBufferRead(rc) != REDIS_OK)
         return false;
     while (redisGetReplyFromReader(rc, (void **)&r) == REDIS_OK && r != NULL) {
-        ps_on_reply(ps, r);
+        bool ok = ps_on_reply(ps, r);
         freeReplyObject(r);
         r = NULL;
+        if (!ok)
+            return false;
     }
     return rc->err == 0;
 }
@@ -217,7 +238,9 @@ static void *ps_main(void *arg)
 
         if (rc == NULL && ps_wanted(ps) && now >= next_connect) {
             pthread_mutex_unlock(&ps->mu);
-            rc = dlock__rd_connect(cf, &cf->hosts[0], cf->timeout_ms, NULL,
+            rc = dlock__rd_connect(cf, ps->sharded ? &ps->addr
+                                                   : &cf->hosts[0],
+                                   cf->timeout_ms, NULL,
                                    NULL, NULL, err, sizeof err, &code);
             pthread_mutex_lock(&ps->mu);
             if (rc == NULL) {
@@ -305,6 +328,39 @@ void dlock__rd_pubsub_stop(struct dlock__rd_pubsub *ps)
     ps->on = false;
 }
 
+/* cluster=1: the sharded pub/sub of the master of rs->keys' slot, made
+ * on first need; NULL if none is known (or no memory). */
+static struct dlock__rd_pubsub *shard_for(struct dlock__rd_session *rs)
+{
+    struct dlock__rd_ctx *x = rs->x;
+    struct dlock__rd_pubsub *ps = NULL;
+    struct dlock__rd_addr a;
+    char err[128];
+    size_t i;
+
+    if (dlock__rd_cluster_addr(rs, rs->keys.lock.p, rs->keys.lock.len, &a) !=
+        DLOCK_OK)
+        return NULL;
+    pthread_mutex_lock(&x->id_mu);
+    for (i = 0; i < RD_CLUSTER_NODES_MAX && x->shard[i] != NULL; i++)
+        if (x->shard[i]->addr.port == a.port &&
+            strcmp(x->shard[i]->addr.host, a.host) == 0)
+            break;
+    if (i < RD_CLUSTER_NODES_MAX && x->shard[i] == NULL &&
+        (ps = malloc(sizeof *ps)) != NULL) {
+        if (dlock__rd_pubsub_init(ps, &x->conf, err, sizeof err) == DLOCK_OK) {
+            ps->sharded = true;
+            ps->addr = a;
+            x->shard[i] = ps;
+        } else {
+            free(ps);
+        }
+    }
+    ps = i < RD_CLUSTER_NODES_MAX ? x->shard[i] : NULL;
+    pthread_mutex_unlock(&x->id_mu);
+    return ps;
+}
+
 /* ---- wait() ------------------------------------------------------------------------------- */
 
 /* Sleep on c until its generation moves past gen0, deadline, stop, or a
@@ -342,6 +398,8 @@ int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
     ps = &rs->x->ps;
     if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+    if (rs->cl != NULL && (ps = shard_for(rs)) == NULL)
+        return DLOCK_OK; /* no master known or no memory: core retries */
 
     pthread_mutex_lock(&ps->mu);
     if (!ps->started && !ps->stop) {

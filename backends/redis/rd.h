@@ -170,6 +170,10 @@ struct dlock__rd_pubsub {
     int wake_fd;            /* eventfd: work for the thread */
     uint64_t epoch;         /* bumped when a connect attempt fails */
     bool connected;
+    /* cluster=1: one of these per master, SSUBSCRIBE on addr (sharded
+     * pub/sub, Redis 7); else SUBSCRIBE on the URI's host */
+    bool sharded;
+    struct dlock__rd_addr addr;
 };
 
 /*
@@ -192,6 +196,12 @@ struct dlock__rd_ctx {
     const struct dlock__rd_mode *m;
     struct dlock__rd_conf conf;
     struct dlock__rd_pubsub ps;
+    /* cluster=1: the mode with SPUBLISH in its scripts (x->m points
+     * here), and a sharded pub/sub per master, made by wait() (pubsub.c)
+     * under id_mu */
+    struct dlock__rd_mode *cmode;
+    struct dlock__rd_script cscript[RD_SC_COUNT];
+    struct dlock__rd_pubsub *shard[RD_CLUSTER_NODES_MAX];
     /* Who the servers are, under id_mu. */
     pthread_mutex_t id_mu;
     struct dlock__rd_ident ident[RD_NODES_MAX];
@@ -431,6 +441,9 @@ unsigned dlock__rd_cluster_slot(const char *key, size_t len);
 redisReply *dlock__rd_cluster_cmd(struct dlock__rd_session *rs, unsigned slot,
                                   int argc, const char **argv,
                                   const size_t *lens);
+/* The address of the master of key's slot in the session's map. */
+int dlock__rd_cluster_addr(struct dlock__rd_session *rs, const char *key,
+                           size_t len, struct dlock__rd_addr *out);
 /* Point rs->rc at the master of key's slot (inspect, wait's PTTL). */
 int dlock__rd_cluster_route(struct dlock__rd_session *rs, const char *key,
                             size_t len);

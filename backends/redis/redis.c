@@ -81,6 +81,41 @@ static int rd_pick_mode(const struct dlock_uri *uri,
 
 /* ---- the per-client context ---------------------------------------------------- */
 
+/*
+ * cluster=1: the mode's scripts announce a release with SPUBLISH (sharded
+ * pub/sub, Redis 7: only the master owning the slot and its replicas
+ * carry it, where PUBLISH goes to every node of the cluster); x->m is a
+ * copy of the mode with those scripts.
+ */
+static int cluster_mode(struct dlock__rd_ctx *x, char *err, size_t errlen)
+{
+    if ((x->cmode = malloc(sizeof *x->cmode)) == NULL)
+        return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
+    *x->cmode = *x->m;
+    for (size_t i = 0; i < RD_SC_COUNT; i++) {
+        const char *lua = x->m->script[i]->lua, *p = strstr(lua, "'publish'");
+        size_t n = strlen(lua);
+        char *t = malloc(n + 2);
+
+        if (t == NULL) {
+            while (i-- > 0)
+                free((char *)x->cscript[i].lua);
+            free(x->cmode);
+            x->cmode = NULL;
+            return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
+        }
+        x->cscript[i] = *x->m->script[i];
+        if (p != NULL) /* 'publish' -> 'spublish' */
+            snprintf(t, n + 2, "%.*s's%s", (int)(p - lua), lua, p + 1);
+        else
+            memcpy(t, lua, n + 1);
+        x->cscript[i].lua = t;
+        x->cmode->script[i] = &x->cscript[i];
+    }
+    x->m = x->cmode;
+    return DLOCK_OK;
+}
+
 static int rd_ctx_open(void **out, const struct dlock_uri *uri,
                        const struct dlock_mode *mode, char *err,
                        size_t errlen)
@@ -115,6 +150,12 @@ static int rd_ctx_open(void **out, const struct dlock_uri *uri,
         free(x);
         return rc;
     }
+    if (x->conf.cluster && (rc = cluster_mode(x, err, errlen)) != DLOCK_OK) {
+        dlock__rd_pubsub_stop(&x->ps);
+        dlock__rd_conf_free(&x->conf);
+        free(x);
+        return rc;
+    }
     for (size_t i = 0; i < RD_NODES_MAX; i++)
         x->ident[i].up_since_ms = INT64_MIN;
     x->longest_lease_ms = x->conf.lease_ms;
@@ -130,6 +171,13 @@ static void rd_ctx_close(void *ctx)
     if (x == NULL)
         return;
     dlock__rd_pubsub_stop(&x->ps);
+    for (size_t i = 0; i < RD_CLUSTER_NODES_MAX && x->shard[i] != NULL; i++) {
+        dlock__rd_pubsub_stop(x->shard[i]);
+        free(x->shard[i]);
+    }
+    for (size_t i = 0; x->cmode != NULL && i < RD_SC_COUNT; i++)
+        free((char *)x->cscript[i].lua);
+    free(x->cmode);
     pthread_mutex_destroy(&x->id_mu);
     dlock__rd_conf_free(&x->conf);
     free(x);
