@@ -103,8 +103,9 @@ for b in $built; do
     redis)
         entries+=("redis-setnx|\$DLOCK_TEST_REDIS_URI?mode=setnx|redis"
             "redis-hash|\$DLOCK_TEST_REDIS_URI?mode=hash|redis"
-            "redlock|redlock://\$DLOCK_TEST_REDIS5_HOSTS|redis5")
-        kinds+=(redis redis5) ;;
+            "redlock|redlock://\$DLOCK_TEST_REDIS5_HOSTS|redis5"
+            "redis-cluster-setnx|\$DLOCK_TEST_RCLUSTER_URI&mode=setnx|rcluster")
+        kinds+=(redis redis5 rcluster) ;;
     zk)
         entries+=("zk|\$DLOCK_TEST_ZK_URI?lease=3s|zk"
             "zk-rwlock|\$DLOCK_TEST_ZK_URI?lease=3s&mode=rwlock|zk")

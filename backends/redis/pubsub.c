@@ -114,7 +114,7 @@ static bool ps_on_reply(struct dlock__rd_pubsub *ps, redisReply *r)
         r->element[1]->type != REDIS_REPLY_STRING)
         return true;
     kind = r->element[0]->str;
-    if (kind[0] == 's') /* smessage, ssubscribe, sunsubscribe */
+    if (ps->sharded && kind[0] == 's') /* smessage, ssubscribe, ... */
         kind++;
     c = chan_find(ps, r->element[1]->str, r->element[1]->len);
     if (c == NULL)

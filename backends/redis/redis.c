@@ -8,6 +8,8 @@
  *   redis://[[user]:password@]host[:port][/db][?mode=setnx|hash&...]
  *   redlock://h1:p1,h2:p2,...[?node_timeout=&drift=&restart_delay=...]
  *   redis://h1,h2,...?redlock=1          (the same as redlock://)
+ *   redis://h1:p1,h2:p2,...?cluster=1    (setnx or hash on a Redis
+ *                                         Cluster: cluster.c)
  *
  * Three ways to lock with Redis, each a lesson:
  *
@@ -237,8 +239,9 @@ const struct dlock_backend dlock__backend_redis = {
     .scheme = "redis",
     .aliases = rd_aliases,
     .params = rd_params,
-    .summary = "Redis: SET NX PX (setnx), Redisson's RLock (hash), Redlock "
-               "over N masters (redlock://)",
+    .summary = "Redis: SET NX PX (setnx), Redisson's RLock (hash), either "
+               "on a Redis Cluster (cluster=1), Redlock over N masters "
+               "(redlock://)",
     .modes = rd_modes,
     .pick_mode = rd_pick_mode,
     .ctx_open = rd_ctx_open,

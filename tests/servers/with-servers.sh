@@ -18,6 +18,9 @@
 #       etcdtls one etcd member over TLS    -> DLOCK_TEST_ETCDTLS_URI=etcds://127.0.0.1:P?cacert=F&cert=F&key=F
 #               (client certificates        DLOCK_TEST_ETCDTLS_DIR (ca.pem, client.pem, client.key, ...)
 #               required)                   DLOCK_TEST_ETCDTLS_ENDPOINTS=https://127.0.0.1:P
+#       rcluster Redis Cluster: 3 masters   -> DLOCK_TEST_RCLUSTER_URI=redis://127.0.0.1:P1,...,127.0.0.1:P6?cluster=1
+#               with a replica each (nodes  DLOCK_TEST_RCLUSTER_HOSTS=127.0.0.1:P1,...,127.0.0.1:P6
+#               1-6, node timeout 2 s)
 # Always: DLOCK_TEST_RUN_DIR (the run dir) and DLOCK_TEST_SERVERCTL (ctl.sh).
 #
 # Servers listen on 127.0.0.1 only, on free ports picked per run, so many
