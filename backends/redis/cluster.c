@@ -55,8 +55,11 @@ struct dlock__rd_cluster {
     size_t nnodes;
     struct cl_node node[RD_CLUSTER_NODES_MAX];
     uint16_t slot[CL_SLOTS]; /* node index, CL_NONE unknown */
-    /* the watcher */
+    /* the watcher; wfd (under mu) is its copy of the connections'
+     * descriptors, so it never reads node[], which the session changes */
     pthread_mutex_t mu;
+    int wfd[RD_CLUSTER_NODES_MAX];
+    size_t nwfd;
     pthread_t thread;
     bool started, stop;
     int pair[2];   /* core watches pair[0]; shut down on a loss */
@@ -269,11 +272,10 @@ static void *watcher(void *arg)
             pthread_mutex_unlock(&cl->mu);
             return NULL;
         }
-        for (size_t i = 0; i < cl->nnodes; i++)
-            if (cl->node[i].rc != NULL) {
-                p[n].fd = cl->node[i].rc->fd;
-                p[n++].events = POLLRDHUP;
-            }
+        for (size_t i = 0; i < cl->nwfd; i++) {
+            p[n].fd = cl->wfd[i];
+            p[n++].events = POLLRDHUP;
+        }
         pthread_mutex_unlock(&cl->mu);
         if (poll(p, n, -1) < 0 && errno != EINTR)
             return NULL;
@@ -325,8 +327,9 @@ static redisContext *node_conn(struct dlock__rd_session *rs, size_t i,
         return NULL;
     /* Scripts have the same digest everywhere: the session keeps one. */
     memcpy(rs->sha, sha, sizeof sha);
-    pthread_mutex_lock(&cl->mu);
     nd->rc = rc;
+    pthread_mutex_lock(&cl->mu);
+    cl->wfd[cl->nwfd++] = rc->fd; /* one per node: never more than fit */
     pthread_mutex_unlock(&cl->mu);
     watcher_wake(cl);
     return rc;

@@ -382,6 +382,13 @@ int dlock__rd_reply_pair(const redisReply *r, long long *a, long long *b)
 
 int dlock__rd_reply_error(struct dlock__rd_session *rs, const redisReply *r)
 {
+    if (r->type == REDIS_REPLY_ERROR && rs->cl == NULL &&
+        (strncmp(r->str, "MOVED ", 6) == 0 ||
+         strncmp(r->str, "ASK ", 4) == 0))
+        return dlock_session_error(&rs->base, DLOCK_ERROR,
+                                   "server: %s (the server is a Redis "
+                                   "Cluster node: add cluster=1 to the URI)",
+                                   r->str);
     if (r->type == REDIS_REPLY_ERROR)
         return dlock_session_error(&rs->base, DLOCK_ERROR, "server: %s",
                                    r->str);

@@ -316,6 +316,87 @@ static int judge(int procs, pid_t *pids, long expect)
     return 0;
 }
 
+/* ---- bad input ---------------------------------------------------------------------- */
+
+/* uri must fail (at open or at the first acquire) with code, its message
+ * naming what. */
+static int refused(const char *uri, int code, const char *what)
+{
+    dlock_client *c = NULL;
+    char err[512] = "";
+    int rc = dlock_client_open(&c, uri, NULL);
+
+    if (rc == DLOCK_OK) {
+        dlock_lock *lk = NULL;
+        rc = dlock_lock_new(&lk, c, "bad-input", NULL);
+        if (rc == DLOCK_OK) {
+            rc = dlock_acquire(lk, 0);
+            snprintf(err, sizeof err, "%s", dlock_lock_errmsg(lk));
+            dlock_lock_free(lk);
+        }
+        dlock_client_close(c);
+    } else {
+        snprintf(err, sizeof err, "%s", dlock_strerror(rc));
+        if (c != NULL) {
+            snprintf(err, sizeof err, "%s", dlock_client_errmsg(c));
+            dlock_client_close(c);
+        }
+    }
+    if (rc != code || strstr(err, what) == NULL)
+        return fail("%s: got %d '%s', expected %d naming '%s'", uri, rc, err,
+                    code, what);
+    printf("refused as expected: %s\n  %s\n", uri, err);
+    return 0;
+}
+
+static int test_bad_input(void)
+{
+    const char *one = getenv("DLOCK_TEST_REDIS_URI");
+    const char *hosts = getenv("DLOCK_TEST_RCLUSTER_HOSTS");
+    char u[1024];
+    int bad = 0;
+
+    if (one == NULL || hosts == NULL)
+        return fail("needs kinds redis and rcluster");
+    bad |= refused("redis://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?cluster=1&"
+                   "redlock=1", DLOCK_EINVAL, "cluster");
+    bad |= refused("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?cluster=1",
+                   DLOCK_EINVAL, "cluster");
+    bad |= refused("redis://127.0.0.1:1?cluster=maybe", DLOCK_EINVAL,
+                   "cluster");
+    snprintf(u, sizeof u, "redis://%s/3?cluster=1", hosts);
+    bad |= refused(u, DLOCK_EINVAL, "db");
+    snprintf(u, sizeof u, "%s?cluster=1", one);
+    bad |= refused(u, DLOCK_EINVAL, "not a Redis Cluster node");
+    /* a cluster node without cluster=1: a name on another master */
+    for (int i = 0; i < 20; i++) {
+        char one_node[300], name[32];
+        dlock_client *c = NULL;
+        dlock_lock *lk = NULL;
+        int r;
+        snprintf(one_node, sizeof one_node, "redis://%.*s",
+                 (int)strcspn(hosts, ","), hosts);
+        snprintf(name, sizeof name, "plain-%d", i);
+        if (dlock_client_open(&c, one_node, NULL) != DLOCK_OK ||
+            dlock_lock_new(&lk, c, name, NULL) != DLOCK_OK)
+            return fail("open %s", one_node);
+        r = dlock_acquire(lk, 0);
+        if (r != DLOCK_OK && strstr(dlock_lock_errmsg(lk), "add cluster=1") ==
+                                 NULL)
+            bad |= fail("%s: %s", one_node, dlock_lock_errmsg(lk));
+        if (r != DLOCK_OK)
+            printf("refused as expected: %s\n  %s\n", one_node,
+                   dlock_lock_errmsg(lk));
+        dlock_lock_free(lk);
+        dlock_client_close(c);
+        if (r != DLOCK_OK)
+            break;
+    }
+    bad |= refused("redis://127.0.0.1:1?cluster=1&timeout=300ms",
+                   DLOCK_ECONNECT, "127.0.0.1:1");
+    return bad;
+}
+
 /* ---- the tests ---------------------------------------------------------------------- */
 
 static int test_mutex(void)
@@ -473,7 +554,8 @@ int main(int argc, char **argv)
             test = argv[i + 1];
     h_setup(argc, argv);
     if (test != NULL && strcmp(test, "all") == 0)
-        rc = test_mutex() || test_topology(); /* one cluster for both */
+        rc = test_bad_input() || test_mutex() ||
+             test_topology(); /* one cluster for all */
     else if (test != NULL && strcmp(test, "mutex") == 0)
         rc = test_mutex();
     else if (test != NULL && strcmp(test, "topology") == 0)
