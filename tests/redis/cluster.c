@@ -1,7 +1,7 @@
 /*
  * cluster.c: the Redis backend on a real Redis Cluster (3 masters with a
  * replica each, tests/servers kind rcluster), `redis_cluster --uri URI
- * --test mutex|topology|all`. Safety is judged from unfenced counters in
+ * --test mutex|topology|crash|all`. Safety is judged from unfenced counters in
  * files (a lost increment is a second holder), never from dlock_held().
  *
  *   mutex     8 processes x 200 increments over 6 names, 2 on each master;
@@ -15,10 +15,14 @@
  *             followed within timeout=, and a session whose connection
  *             ended is replaced by core.
  *
+ *   crash     the master holding a lock is SIGKILLed: the lock is in doubt
+ *             at once, then held again on the promoted replica or lost.
+ *
  * The seeds are $DLOCK_TEST_RCLUSTER_HOSTS; names are for mode setnx
  * ("dlock:{name}": the slot of the name).
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -542,6 +546,126 @@ static int test_topology(void)
     return judge(4, pids, -1);
 }
 
+/* ---- a master crashes under a held lock ------------------------------------------- */
+
+static atomic_int lost_code;
+
+static void on_lost(dlock_lock *lk, int code, const char *why, void *p)
+{
+    (void)lk;
+    (void)p;
+    fprintf(stderr, "  on_lost: %s\n", why);
+    atomic_store(&lost_code, code);
+}
+
+/* ctl.sh's index of the rcluster node listening on port; 0 if none. */
+static int node_of_port(int port)
+{
+    const char *ctl = getenv("DLOCK_TEST_SERVERCTL");
+    for (int i = 1; ctl != NULL && i <= 6; i++) {
+        char cmd[600], line[32] = "";
+        snprintf(cmd, sizeof cmd, "'%s' port rcluster %d", ctl, i);
+        FILE *p = popen(cmd, "r");
+        if (p == NULL)
+            continue;
+        if (fgets(line, sizeof line, p) == NULL)
+            line[0] = '\0';
+        pclose(p);
+        if (atoi(line) == port)
+            return i;
+    }
+    return 0;
+}
+
+static int ctl_node(const char *action, int node)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "'%s' %s rcluster %d >/dev/null",
+             getenv("DLOCK_TEST_SERVERCTL"), action, node);
+    return system(cmd);
+}
+
+/*
+ * The master holding a lock is SIGKILLed: the holder's connection to it
+ * ends, so the lock is in doubt at once (dlock_held() 0, as on one
+ * server), and once the replica took over, the renewal on the new master
+ * either finds the key (held again) or reports the lock lost.
+ */
+static int test_master_crash(void)
+{
+    struct master m[MAXM];
+    redisContext *rc = seed();
+    int nm = masters(rc, m), victim, node;
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_client *c = h_client(h_uri_with("lease=10s"));
+    dlock_lock *lk = NULL;
+    char name[64];
+    int64_t t0, doubt = -1, back = -1;
+
+    snprintf(name, sizeof name, "crash-%d", (int)getpid());
+    victim = owner(m, nm, keyslot(rc, name));
+    redisFree(rc);
+    if (victim < 0 || c == NULL)
+        return fail("no master for %s", name);
+    node = node_of_port(m[victim].port);
+    if (node == 0)
+        return fail("no ctl.sh node for port %d", m[victim].port);
+    o.lease_ms = 10000;
+    o.on_lost = on_lost;
+    if (dlock_lock_new(&lk, c, name, &o) != DLOCK_OK ||
+        dlock_acquire(lk, 5000) != DLOCK_OK)
+        return fail("acquire %s", name);
+    h_sleep_ms(200); /* the replica has the key */
+    t0 = h_now_ms();
+    if (ctl_node("kill", node) != 0)
+        return fail("ctl.sh kill rcluster %d", node);
+    while (h_now_ms() - t0 < 20000) {
+        int held = dlock_held(lk);
+        if (!held && doubt < 0)
+            doubt = h_now_ms() - t0;
+        if (held && doubt >= 0 && back < 0)
+            back = h_now_ms() - t0;
+        if (back >= 0 || atomic_load(&lost_code) != 0)
+            break;
+        h_sleep_ms(5);
+    }
+    printf("master %s:%d killed: in doubt after %lld ms; %s after %lld ms\n",
+           m[victim].host, m[victim].port, (long long)doubt,
+           back >= 0 ? "held again (the new master had it)" : "lost",
+           (long long)(back >= 0 ? back : h_now_ms() - t0));
+    int bad = 0;
+    if (doubt < 0 || doubt > 2000)
+        bad = fail("the lock was not in doubt within 2 s of the crash");
+    else if (back < 0 && atomic_load(&lost_code) == 0)
+        bad = fail("neither held again nor reported lost within 20 s");
+    if (back >= 0) {
+        /* held again: the new master must have the key and be ours */
+        redisContext *s2 = seed();
+        struct master m2[MAXM];
+        int n2 = masters(s2, m2), o2;
+        char key[128];
+        snprintf(key, sizeof key, "dlock:{%s}", name);
+        o2 = owner(m2, n2, keyslot(s2, name));
+        redisFree(s2);
+        if (o2 < 0)
+            bad = fail("no owner for %s after the failover", name);
+        else {
+            redisContext *nm2 = conn(m2[o2].host, m2[o2].port);
+            redisReply *r = redisCommand(nm2, "EXISTS %s", key);
+            if (r == NULL || r->integer != 1)
+                bad = fail("held again but %s is not on %s:%d", key,
+                           m2[o2].host, m2[o2].port);
+            freeReplyObject(r);
+            redisFree(nm2);
+        }
+    }
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    if (ctl_node("start", node) != 0) /* it rejoins as a replica */
+        bad |= fail("ctl.sh start rcluster %d", node);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     static const struct h_role roles[] = {{"inc", inc_child}, {NULL, NULL}};
@@ -554,14 +678,16 @@ int main(int argc, char **argv)
             test = argv[i + 1];
     h_setup(argc, argv);
     if (test != NULL && strcmp(test, "all") == 0)
-        rc = test_bad_input() || test_mutex() ||
-             test_topology(); /* one cluster for all */
+        rc = test_bad_input() || test_mutex() || test_topology() ||
+             test_master_crash(); /* one cluster for all */
     else if (test != NULL && strcmp(test, "mutex") == 0)
         rc = test_mutex();
     else if (test != NULL && strcmp(test, "topology") == 0)
         rc = test_topology();
+    else if (test != NULL && strcmp(test, "crash") == 0)
+        rc = test_master_crash();
     else
-        rc = fail("--test mutex|topology|all");
+        rc = fail("--test mutex|topology|crash|all");
     h_cleanup();
     if (rc == 0)
         printf("1 passed, 0 failed\n");
