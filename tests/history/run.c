@@ -733,7 +733,25 @@ static void fault_cut(int f, pid_t pid)
     log_fault(f, t0, hi_now_ns(), n > 0 && cut == n, target, detail);
 }
 
-static void fault_server(int f)
+/* rcluster: the node the holder pid is connected to (the master of the
+ * lock's slot), so that server faults strike that master and fail it
+ * over; else (or none found) a random node. */
+static int holder_node(pid_t pid)
+{
+    struct conn c[64];
+    size_t n;
+
+    if (pid <= 0 || strcmp(S.o->m.server, "rcluster") != 0)
+        return random_node();
+    n = server_conns(pid, c, 64);
+    for (size_t i = 0; i < n; i++)
+        for (unsigned k = 0; k < S.o->m.nodes; k++)
+            if (S.ports[k] == c[i].rport)
+                return (int)k + 1;
+    return random_node();
+}
+
+static void fault_server(int f, pid_t pid)
 {
     uint64_t lease = (uint64_t)S.o->m.lease_ms * NS_PER_MS;
     uint64_t t0 = hi_now_ns();
@@ -742,7 +760,7 @@ static void fault_server(int f)
     uint64_t t;
     size_t n;
 
-    nodes[0] = random_node();
+    nodes[0] = holder_node(pid);
     if (f == HI_F_MAJORITY) {
         /* A majority of distinct nodes, one after another. */
         bool used[MAX_NODES + 1] = {false};
@@ -860,7 +878,7 @@ static void inject(int f)
             fault_cut(f, pid);
         break;
     default:
-        fault_server(f);
+        fault_server(f, pid);
         break;
     }
 }
