@@ -132,10 +132,11 @@ int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
     if (u->nhosts == 0)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "host: expected redis://host[:port]");
-    if (u->nhosts > 1 && !nodes)
+    if (u->nhosts > 1 && !nodes && dlock_uri_param(u, "sentinel") == NULL)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "host: %zu hosts given; several hosts are a "
-                            "Redlock: use redlock://h1,h2,... or redlock=1",
+                            "Redlock (redlock://h1,h2,... or redlock=1) or "
+                            "sentinels (sentinel=MASTERNAME)",
                             u->nhosts);
     if (u->nhosts > RD_NODES_MAX)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
@@ -168,6 +169,9 @@ int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
                             "timeout: must be above 0 for redis");
     cf->lease_ms = u->lease_ms;
     if ((rc = conf_redlock(cf, u, nodes, err, errlen)) != DLOCK_OK)
+        return rc;
+    if ((rc = dlock__rd_conf_replicas(cf, u, nodes, err, errlen)) !=
+        DLOCK_OK)
         return rc;
 
     if (u->ns[0] != '\0')

@@ -22,6 +22,9 @@
  *   floor.c     the raw floor of `dlock bench` (bench-only)
  *   restart.c   Redlock's delayed restart: which nodes count
  *   rounds.c    Redlock's nodes: connections and parallel rounds
+ *   sentinel.c  sentinel=: the master found through the sentinels;
+ *               the URI's sentinel=, sync_replicas=, sync_timeout=
+ *   replicas.c  sync_replicas=: WAIT after each script
  *   conn.c      connections (SOCK_CLOEXEC, then hiredis), the AUTH/
  *               SELECT/SCRIPT LOAD/INFO pipeline, run_id tracking,
  *               running a script, replies and errors
@@ -64,7 +67,14 @@ struct dlock__rd_conf {
     uint32_t restart_delay_ms; /* redlock: 0 = no delayed restart */
     char ns[RD_SEG_MAX + 1];   /* setnx/redlock: escaped namespace */
     char *raw_ns;              /* hash: the namespace as given, or NULL */
+    /* sentinel.c: the hosts are sentinels of this master, "" none. */
+    char sentinel[128];
+    /* replicas.c: WAIT for this many replicas (RD_SYNC_MAJORITY), 0 off. */
+    int sync_replicas;
+    uint32_t sync_timeout_ms;
 };
+
+#define RD_SYNC_MAJORITY (-1)
 
 /* Read and check everything the URI says for a mode on one server, or
  * (nodes) on Redlock's N; each message names its part. */
@@ -219,6 +229,8 @@ struct dlock__rd_session {
     dlock__rd_sha sha[RD_SC_COUNT];
     struct dlock__rd_keys keys;
     uint64_t attempt_ns;      /* when the last acquire was sent */
+    int nreplicas;            /* ROLE's replicas at connect (sentinel=,
+                                 sync_replicas=majority), else 0 */
     /* Redlock */
     struct dlock__rd_node *nodes;
     size_t nnodes, quorum;
@@ -257,7 +269,8 @@ struct dlock__rd_mode {
  */
 #define RD_SINGLE_MODE_BASE                                                 \
     .caps = DLOCK_CAP_LEASE | DLOCK_CAP_NOTIFY | DLOCK_CAP_FENCING |        \
-            DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW,           \
+            DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW |           \
+            DLOCK_CAP_REPLICA_WAIT,                                         \
     .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE), .retry_min_ms = 5,       \
     .retry_max_ms = 1000, .acquire = dlock__rd_single_acquire,              \
     .renew = dlock__rd_single_renew, .release = dlock__rd_single_release,   \
@@ -328,6 +341,39 @@ int dlock__rd_io_error(struct dlock__rd_session *rs, int code,
                        const char *op);
 /* Log a restart seen while connecting, once (open() cannot log yet). */
 void dlock__rd_log_note(struct dlock__rd_session *rs);
+
+/* ---- sentinel.c, replicas.c: Sentinel and WAIT ----------------------------- */
+
+/* sentinel=, sync_replicas=, sync_timeout= (after hosts and timeout=). */
+int dlock__rd_conf_replicas(struct dlock__rd_conf *cf,
+                            const struct dlock_uri *u, bool nodes, char *err,
+                            size_t errlen);
+/* dlock__rd_connect to the one server: hosts[0], or (sentinel=) the master
+ * the sentinels name, checked by ROLE. *at: where it connected;
+ * *nreplicas: the replicas ROLE listed (when it was asked). */
+redisContext *dlock__rd_connect_master(const struct dlock__rd_conf *cf,
+                                       const struct dlock__rd_mode *m,
+                                       dlock__rd_sha *sha,
+                                       struct dlock__rd_info *info,
+                                       struct dlock__rd_addr *at,
+                                       int *nreplicas, char *err,
+                                       size_t errlen, int *code);
+/* How many replicas WAIT asks for on this session. */
+int dlock__rd_sync_want(const struct dlock__rd_session *rs);
+/* Append WAIT want sync_timeout; read its answer into *acks. */
+int dlock__rd_wait_append(struct dlock__rd_session *rs);
+int dlock__rd_wait_read(struct dlock__rd_session *rs, long long *acks,
+                        const char *op);
+/* dlock__rd_run, then (sync_replicas=) WAIT in the same round trip:
+ * *acks its answer (-1 when off). NULL: *code, or DLOCK_OK when the
+ * connection failed. */
+redisReply *dlock__rd_run_sync(struct dlock__rd_session *rs, int which,
+                               const char *owner, size_t owner_len,
+                               const char *lease, long long *acks,
+                               int *code);
+/* DLOCK_EREPLICAS: "WHAT: K of N replicas confirmed within T ms". */
+int dlock__rd_sync_short(struct dlock__rd_session *rs, long long acks,
+                         uint64_t took_ns, const char *what);
 
 /* ---- rounds.c: Redlock's nodes and rounds -------------------------------- */
 

@@ -175,8 +175,9 @@ static const struct dlock_mode *const rd_modes[] = {
     &dlock__rd_mode_setnx.base, &dlock__rd_mode_hash.base,
     &dlock__rd_mode_redlock.base, NULL};
 
-static const char *const rd_params[] = {"redlock", "drift", "node_timeout",
-                                        "restart_delay", NULL};
+static const char *const rd_params[] = {
+    "redlock",  "drift",         "node_timeout", "restart_delay",
+    "sentinel", "sync_replicas", "sync_timeout", NULL};
 static const char *const rd_aliases[] = {"redlock", NULL};
 
 const struct dlock_backend dlock__backend_redis = {
