@@ -3,8 +3,9 @@
 #
 #   $DLOCK_TEST_SERVERCTL ACTION KIND [INDEX]
 #
-# KIND: redis redis5 zk zk3 pg mysql etcd etcd3 etcdtls; INDEX is 1-based
-# (redis5: 1-5, zk3 and etcd3: 1-3), default 1. Uses DLOCK_TEST_RUN_DIR.
+# KIND: redis redis5 rsentinel zk zk3 pg mysql etcd etcd3 etcdtls; INDEX is 1-based
+# (redis5: 1-5, zk3 and etcd3: 1-3, rsentinel: 1-3 data nodes, 1 the first
+# master, 4-6 sentinels), default 1. Uses DLOCK_TEST_RUN_DIR.
 #
 # ACTION:
 #   stop         graceful stop (SIGINT for pg, SIGTERM otherwise; an etcd
