@@ -191,7 +191,7 @@ redisContext *dlock__rd_connect_master(const struct dlock__rd_conf *cf,
                                        int *nreplicas, char *err,
                                        size_t errlen, int *code)
 {
-    int64_t deadline = dlock_now_ms() + cf->timeout_ms;
+    int64_t start = dlock_now_ms(), deadline = start + cf->timeout_ms;
     bool majority = cf->sync_replicas == RD_SYNC_MAJORITY;
     char why[320] = "";
     int last = DLOCK_ECONNECT;
@@ -277,8 +277,9 @@ out:
     *code = last;
     dlock_errorf(err, errlen, last,
                  "sentinel=%s: no master reached through %zu sentinel%s "
-                 "within %u ms: %s",
+                 "in %lld ms: %s",
                  cf->sentinel, cf->nhosts, cf->nhosts == 1 ? "" : "s",
-                 cf->timeout_ms, why[0] != '\0' ? why : "no time left");
+                 (long long)(dlock_now_ms() - start),
+                 why[0] != '\0' ? why : "no time left");
     return NULL;
 }
