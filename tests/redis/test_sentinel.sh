@@ -15,13 +15,12 @@
 #              held through (exit 0, and its key was on the new master when
 #              its command ended, read by redis-cli from the master the
 #              sentinels name) or was told it lost the lock (exit 75).
-#   split      the failover scenario's two outcomes. Replicas SIGSTOPped
-#              (so a SET cannot reach them): with sync_replicas=1 A's
-#              acquire is refused. Without it the master grants A's lock
-#              and is SIGKILLed, the replicas resumed and one promoted: a
-#              second holder B gets the same name on the new master, and
-#              A is told it lost the lock (exit 75) when its renewal finds
-#              the new master without it.
+#   scenario   `dlock scenario failover` (its --failover-cmd is
+#              tests/servers/rsentinel-failover.sh): the replicas cut off
+#              from the master, with sync_replicas=1 the holder's acquire
+#              is refused; without it the master grants, dies, a replica
+#              that never saw the SET is promoted and a second holder gets
+#              the lock, the first is told it lost it. n/a on plain Redis.
 #
 # $DLOCK_TEST_DLOCK is the built command; redis-cli (redis-tools) reads
 # the servers raw.
@@ -29,7 +28,7 @@ set -u
 DLOCK=${DLOCK_TEST_DLOCK:?set by meson}
 CTL=${DLOCK_TEST_SERVERCTL:?run under with-servers.sh rsentinel}
 U=${DLOCK_TEST_RSENTINEL_URI:?run under with-servers.sh rsentinel}
-group=${1:?usage: test_sentinel.sh sync|failover|split}
+group=${1:?usage: test_sentinel.sh sync|failover|scenario}
 work=$(mktemp -d /tmp/dlock-sentinel-XXXXXX)
 pids=()
 cleanup() {
@@ -127,43 +126,26 @@ failover)
     done
     pids=()
     ;;
-split)
-    # With sync_replicas=1, A's acquire on a master whose replicas cannot
-    # confirm (SIGSTOPped) is refused: nothing for a failover to lose.
-    $CTL pause rsentinel 2
-    $CTL pause rsentinel 3
-    out=$("$DLOCK" exec --uri "$U&sync_replicas=1&sync_timeout=300ms" \
-        --timeout 0 split -- echo A-RAN 2>&1)
+scenario)
+    # `dlock scenario failover`: the same failover with and without
+    # sync_replicas=1 (the sync run first: a second failover of one master
+    # waits out 2 x failover-timeout), and n/a on a plain redis:// URI.
+    F="$(cd "$(dirname "$0")/../servers" && pwd)/rsentinel-failover.sh \$DLOCK_FAILOVER_STEP"
+    "$DLOCK" scenario failover --failover-cmd "$F" \
+        --uri "$U&sync_replicas=1&sync_timeout=300ms" --uri "$U" \
+        --uri redis://127.0.0.1:1 >"$work/out" 2>&1
     rc=$?
-    echo "# with sync_replicas=1: $out"
-    check "with sync_replicas=1 A's acquire is refused (exit 69)" '[[ $rc == 69 && $out != *A-RAN* ]]'
-    # Without it: A holds on the master, whose SET never reaches the
-    # replicas; the master dies, a replica is promoted. SIGSTOP alone is
-    # not enough: the kernel still takes the SET into a stopped replica's
-    # socket and it reads it when resumed. So the master first drops its
-    # replicas' links (CLIENT KILL TYPE replica) while they are stopped and
-    # cannot reconnect: A's SET exists on the master alone.
-    redis-cli -p "$mport" CLIENT KILL TYPE replica >/dev/null
-    "$DLOCK" exec --uri "$U" --lease 20s --timeout 5s split -- sh -c \
-        'touch "$0/A-held"; sleep 15' "$work" >"$work/A" 2>&1 &
-    pids+=($!)
-    end=$((SECONDS + 20))
-    while ((SECONDS < end)) && ! [[ -e $work/A-held ]]; do sleep 0.05; done
-    check "A holds (no sync_replicas; replicas stopped)" '[[ -e $work/A-held ]]'
-    echo "# replicas SIGSTOPped and their links dropped (CLIENT KILL TYPE replica) before A's SET; master SIGKILLed; replicas resumed"
-    $CTL kill rsentinel 1
-    $CTL resume rsentinel 2
-    $CTL resume rsentinel 3
-    check "the sentinels promote a replica within 20 s" 'wait_new_master "$mport" 20'
-    out=$("$DLOCK" exec --uri "$U" --timeout 10s split -- echo B-RAN 2>&1)
-    alive=$(kill -0 "${pids[0]}" 2>/dev/null && echo "still running" || echo "already ended")
-    echo "# B: $out; A's command was $alive when B ran"
-    check "without sync_replicas a second holder B gets the lock" '[[ $out == B-RAN ]]'
-    wait "${pids[0]}"
-    rc=$?
-    echo "# A: exit $rc: $(tr '\n' ' ' <"$work/A")"
-    check "A is told it lost the lock (exit 75)" '[[ $rc == 75 ]]'
-    pids=()
+    sed 's/^/# /' "$work/out"
+    runs=$(grep -c '^results:' "$work/out")
+    check "the scenario ran on the three URIs (exit 0)" '[[ $rc == 0 && $runs == 3 ]]'
+    check "with sync_replicas=1 the holder's acquire is refused (EREPLICAS)" \
+        'grep -Eq "holder_error +EREPLICAS" "$work/out"'
+    check "without it a second holder gets the lock from the promoted replica" \
+        'grep -Eq "waiter_got_lock +true" "$work/out"'
+    check "and the first holder is told it lost the lock" \
+        'grep -Eq "holder_told +true" "$work/out"'
+    check "n/a on a URI without sentinel=" \
+        'grep -q "n/a (no sentinel=)" "$work/out"'
     ;;
 *)
     echo "unknown group $group" >&2
