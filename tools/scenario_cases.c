@@ -1212,5 +1212,5 @@ const struct sc_case sc_cases[SC_NCASES] = {
     /* Not in `all`: one kind of deployment (Sentinel) and a command of
      * its own (SC_NALL). */
     {"failover", case_failover,
-     "Sentinel promotes a replica that missed A's SET (--failover-cmd)"},
+     "a replica without the SET promoted (--failover-cmd)"},
 };
