@@ -131,6 +131,13 @@ static void target_label(struct target *t, const struct target *all,
         bn_redact(t->uri, red, sizeof red);
         snprintf(t->label, sizeof t->label, "%.40s", red);
     }
+    /* Redis behind Sentinel, waiting for replicas or not: say so. */
+    if (t->uri != NULL && strstr(t->uri, "sentinel=") != NULL) {
+        size_t len = strlen(t->label);
+        snprintf(t->label + len, sizeof t->label - len, " sentinel%s",
+                 strstr(t->uri, "sync_replicas=") != NULL ? " sync_replicas"
+                                                          : "");
+    }
     /* Two URIs of one mode (one server, an ensemble): say which. */
     for (size_t k = 0; k < i; k++) {
         if (strcmp(all[k].label, t->label) != 0)
