@@ -22,14 +22,14 @@
  *   floor.c     the raw floor of `dlock bench` (bench-only)
  *   restart.c   Redlock's delayed restart: which nodes count
  *   rounds.c    Redlock's nodes: connections and parallel rounds
- *   sentinel.c  sentinel=: the master found through the sentinels;
- *               the URI's sentinel=, sync_replicas=, sync_timeout=
+ *   sentinel.c  sentinel=: the master found through the sentinels
  *   replicas.c  sync_replicas=: WAIT after each script
  *   conn.c      connections (SOCK_CLOEXEC, then hiredis), the AUTH/
  *               SELECT/SCRIPT LOAD/INFO pipeline, run_id tracking,
  *               running a script, replies and errors
  *   keys.c      key buffers, and a script's command built from the keys
- *   conf.c      the URI read into struct dlock__rd_conf
+ *   conf.c      the URI read into struct dlock__rd_conf (sentinel=,
+ *               sync_replicas= and sync_timeout= too)
  */
 #ifndef DLOCK_RD_H
 #define DLOCK_RD_H
@@ -344,10 +344,6 @@ void dlock__rd_log_note(struct dlock__rd_session *rs);
 
 /* ---- sentinel.c, replicas.c: Sentinel and WAIT ----------------------------- */
 
-/* sentinel=, sync_replicas=, sync_timeout= (after hosts and timeout=). */
-int dlock__rd_conf_replicas(struct dlock__rd_conf *cf,
-                            const struct dlock_uri *u, bool nodes, char *err,
-                            size_t errlen);
 /* dlock__rd_connect to the one server: hosts[0], or (sentinel=) the master
  * the sentinels name, checked by ROLE. *at: where it connected;
  * *nreplicas: the replicas ROLE listed (when it was asked). */

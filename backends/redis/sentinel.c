@@ -1,7 +1,6 @@
 /*
- * sentinel.c: a master found through Redis Sentinel, and the URI
- * parameters of Redis with replicas (sentinel=, sync_replicas=,
- * sync_timeout=).
+ * sentinel.c: a master found through Redis Sentinel (its URI parameter,
+ * sentinel=, is read by conf.c).
  *
  *   redis://s1:p1,s2:p2,...?sentinel=MASTERNAME
  *
@@ -24,84 +23,18 @@
  * same way (single.c). This is what a restart without persistence does
  * today; docs/backends/redis.md says what it costs.
  *
- * Divisions: parameters; asking the sentinels; connecting to the master.
+ * Divisions: asking the sentinels; connecting to the master.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "rd.h"
 
-#define SENTINEL_DEFAULT_PORT 26379
 /* Rounds over all sentinels before giving up: a failover in progress can
  * leave them naming a replica for a moment. */
 #define SENTINEL_ROUNDS 3
-
-/* ---- parameters ------------------------------------------------------------ */
-
-int dlock__rd_conf_replicas(struct dlock__rd_conf *cf,
-                            const struct dlock_uri *u, bool nodes, char *err,
-                            size_t errlen)
-{
-    const char *name = dlock_uri_param(u, "sentinel");
-    const char *sync = dlock_uri_param(u, "sync_replicas");
-    uint32_t v;
-    int rc;
-
-    if (name != NULL) {
-        if (nodes)
-            return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                                "sentinel: not with redlock (Redlock's "
-                                "nodes are independent masters)");
-        if (name[0] == '\0' || strlen(name) >= sizeof cf->sentinel)
-            return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                                "sentinel: expected the master's name as "
-                                "the sentinels know it (1 to %zu bytes)",
-                                sizeof cf->sentinel - 1);
-        snprintf(cf->sentinel, sizeof cf->sentinel, "%s", name);
-        for (size_t i = 0; i < u->nhosts; i++)
-            if (u->hosts[i].port == 0)
-                cf->hosts[i].port = SENTINEL_DEFAULT_PORT;
-    }
-    if (sync != NULL) {
-        if (nodes)
-            return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                                "sync_replicas: not with redlock");
-        if (strcasecmp(sync, "majority") == 0) {
-            cf->sync_replicas = RD_SYNC_MAJORITY;
-        } else if ((rc = dlock_uri_uint(u, "sync_replicas", 0, 1, 64, &v,
-                                        err, errlen)) != DLOCK_OK) {
-            return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                                "sync_replicas: expected a number of "
-                                "replicas 1..64 or 'majority', got "
-                                "'%.40s'",
-                                sync);
-        } else {
-            cf->sync_replicas = (int)v;
-        }
-    }
-    /* WAIT's own timeout must end before the command's (timeout=), or the
-     * connection would be given up as silent. Default: a second, or half
-     * of timeout= when that is shorter. */
-    v = cf->timeout_ms / 2 < 1000 ? cf->timeout_ms / 2 : 1000;
-    if ((rc = dlock_uri_duration(u, "sync_timeout", v, &v, err, errlen)) !=
-        DLOCK_OK)
-        return rc;
-    if (dlock_uri_param(u, "sync_timeout") != NULL) {
-        if (sync == NULL)
-            return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                                "sync_timeout: only with sync_replicas=");
-        if (v == 0 || v >= cf->timeout_ms)
-            return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                                "sync_timeout: expected 1 ms up to below "
-                                "timeout= (%u ms), got %u ms",
-                                cf->timeout_ms, v);
-    }
-    cf->sync_timeout_ms = v == 0 ? 1 : v;
-    return DLOCK_OK;
-}
 
 /* ---- asking the sentinels -------------------------------------------------- */
 
