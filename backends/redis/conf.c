@@ -235,9 +235,8 @@ int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "timeout: must be above 0 for redis");
     cf->lease_ms = u->lease_ms;
-    if ((rc = conf_redlock(cf, u, nodes, err, errlen)) != DLOCK_OK)
-        return rc;
-    if ((rc = conf_replicas(cf, u, nodes, err, errlen)) != DLOCK_OK)
+    if ((rc = conf_replicas(cf, u, nodes, err, errlen)) != DLOCK_OK ||
+        (rc = conf_redlock(cf, u, nodes, err, errlen)) != DLOCK_OK)
         return rc;
 
     if (u->ns[0] != '\0')
