@@ -191,12 +191,29 @@ struct dlock__rd_ident {
     int64_t changed_ms;  /* when a new run_id was first seen, 0 never */
 };
 
+/*
+ * sentinel=: a thread subscribed to +switch-master on a sentinel, and the
+ * descriptors of the client's sessions, which it shuts down when the
+ * master changes (sentinel.c). Under mu.
+ */
+struct dlock__rd_switch {
+    bool on;
+    pthread_mutex_t mu;
+    int *fds;
+    size_t nfds, cap;
+    pthread_t thread;
+    bool started, stop;
+    int wake_fd;       /* eventfd: stop */
+    uint64_t switches; /* +switch-master messages for our master */
+};
+
 struct dlock__rd_mode;
 
 struct dlock__rd_ctx {
     const struct dlock__rd_mode *m;
     struct dlock__rd_conf conf;
     struct dlock__rd_pubsub ps;
+    struct dlock__rd_switch sw;
     /* Who the servers are, under id_mu. */
     pthread_mutex_t id_mu;
     struct dlock__rd_ident ident[RD_NODES_MAX];
@@ -354,6 +371,13 @@ redisContext *dlock__rd_connect_master(const struct dlock__rd_conf *cf,
                                        struct dlock__rd_addr *at,
                                        int *nreplicas, char *err,
                                        size_t errlen, int *code);
+/* sentinel=: start the +switch-master thread; stop it. */
+int dlock__rd_switch_start(struct dlock__rd_ctx *x, char *err, size_t errlen);
+void dlock__rd_switch_stop(struct dlock__rd_switch *sw);
+/* A session's connection, shut down on a switch (fd -1: none); add after
+ * the connect, remove before the close. No-ops without sentinel=. */
+void dlock__rd_switch_add(struct dlock__rd_session *rs, int fd);
+void dlock__rd_switch_remove(struct dlock__rd_session *rs, int fd);
 /* How many replicas WAIT asks for on this session. */
 int dlock__rd_sync_want(const struct dlock__rd_session *rs);
 /* Append WAIT want sync_timeout; read its answer into *acks. */

@@ -115,6 +115,13 @@ static int rd_ctx_open(void **out, const struct dlock_uri *uri,
         free(x);
         return rc;
     }
+    /* sentinel=: follow +switch-master (sentinel.c). */
+    if ((rc = dlock__rd_switch_start(x, err, errlen)) != DLOCK_OK) {
+        dlock__rd_pubsub_stop(&x->ps);
+        dlock__rd_conf_free(&x->conf);
+        free(x);
+        return rc;
+    }
     for (size_t i = 0; i < RD_NODES_MAX; i++)
         x->ident[i].up_since_ms = INT64_MIN;
     x->longest_lease_ms = x->conf.lease_ms;
@@ -129,6 +136,7 @@ static void rd_ctx_close(void *ctx)
 
     if (x == NULL)
         return;
+    dlock__rd_switch_stop(&x->sw);
     dlock__rd_pubsub_stop(&x->ps);
     pthread_mutex_destroy(&x->id_mu);
     dlock__rd_conf_free(&x->conf);

@@ -48,6 +48,8 @@ int dlock__rd_single_open(struct dlock__rd_session *rs, char *err,
      * renewal, on a new connection, finds whether the server still has
      * them. */
     dlock_session_watch(&rs->base, rs->rc->fd);
+    /* sentinel=: shut down when the sentinels switch masters. */
+    dlock__rd_switch_add(rs, rs->rc->fd);
     return DLOCK_OK;
 }
 
@@ -55,6 +57,7 @@ void dlock__rd_single_close(struct dlock__rd_session *rs)
 {
     if (rs->rc != NULL) {
         dlock_session_watch(&rs->base, -1);
+        dlock__rd_switch_remove(rs, rs->rc->fd);
         redisFree(rs->rc);
         rs->rc = NULL;
     }

@@ -15,6 +15,10 @@
 #              held through (exit 0, and its key was on the new master when
 #              its command ended, read by redis-cli from the master the
 #              sentinels name) or was told it lost the lock (exit 75).
+#   switch     SENTINEL FAILOVER (the old master lives on as a master
+#              for seconds) under 2 holders, lease 3 s: after the lease
+#              their keys live on the new master (renewed there: the
+#              client followed +switch-master) and both held through.
 #   scenario   `dlock scenario failover` (its --failover-cmd is
 #              tests/servers/rsentinel-failover.sh): the replicas cut off
 #              from the master, with sync_replicas=1 the holder's acquire
@@ -28,7 +32,7 @@ set -u
 DLOCK=${DLOCK_TEST_DLOCK:?set by meson}
 CTL=${DLOCK_TEST_SERVERCTL:?run under with-servers.sh rsentinel}
 U=${DLOCK_TEST_RSENTINEL_URI:?run under with-servers.sh rsentinel}
-group=${1:?usage: test_sentinel.sh sync|failover|scenario}
+group=${1:?usage: test_sentinel.sh sync|failover|switch|scenario}
 work=$(mktemp -d /tmp/dlock-sentinel-XXXXXX)
 pids=()
 cleanup() {
@@ -123,6 +127,38 @@ failover)
         else
             check "f$i was told it lost the lock (exit 75)" '[[ $rc == 75 ]]'
         fi
+    done
+    pids=()
+    ;;
+switch)
+    # A failover that leaves the old master alive (SENTINEL FAILOVER): it
+    # stays a master with its connections for seconds, until the sentinels
+    # reconfigure it. The holders must follow +switch-master and renew on
+    # the new master, or their keys there expire under them.
+    for i in 1 2; do
+        "$DLOCK" exec --uri "$U" --lease 3s --timeout 5s "g$i" -- sh -c \
+            'touch "$0/held-$DLOCK_NAME"; sleep 7' "$work" >"$work/out-g$i" 2>&1 &
+        pids+=($!)
+    done
+    end=$((SECONDS + 20))
+    while ((SECONDS < end)) && ! [[ -e $work/held-g1 && -e $work/held-g2 ]]; do sleep 0.05; done
+    check "2 holders hold" '[[ -e $work/held-g1 && -e $work/held-g2 ]]'
+    sleep 0.3
+    t0=$(ms)
+    redis-cli -p "${s1#*:}" SENTINEL FAILOVER dlock >/dev/null
+    check "the sentinels switch masters within 20 s" 'wait_new_master "$mport" 20'
+    echo "# switched $(($(ms) - t0)) ms after SENTINEL FAILOVER"
+    sleep 3.5 # past the lease: a key not renewed on the new master is gone
+    read -r -a m <<<"$(master)"
+    echo "# old master's role: $(redis-cli -p "$mport" ROLE | head -1); new master ${m[1]}: PTTL g1 $(redis-cli -p "${m[1]}" PTTL 'dlock:{g1}') g2 $(redis-cli -p "${m[1]}" PTTL 'dlock:{g2}')"
+    for i in 1 2; do
+        check "g$i renewed on the new master (its key lives past the lease)" \
+            '(($(redis-cli -p "${m[1]}" PTTL "dlock:{g$i}") > 0))'
+    done
+    for i in 1 2; do
+        wait "${pids[i - 1]}"
+        rc=$?
+        check "g$i held through (exit 0)" '[[ $rc == 0 ]]'
     done
     pids=()
     ;;
