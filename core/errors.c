@@ -66,6 +66,10 @@ static const struct {
      "the server ends a session silent for longer than its lease, freeing "
      "its locks; the holder stops believing it holds a lease after its last "
      "confirmed round trip"},
+    {DLOCK_CAP_REPLICA_WAIT, "replica-wait",
+     "with sync_replicas= each acquire, renewal and release waits until "
+     "that many replicas confirm it (best effort: a failover may still pick "
+     "a replica that missed it; fencing is the real answer)"},
 };
 
 const char *dlock_cap_name(uint32_t bit)

@@ -97,6 +97,7 @@ bool dlock__held_renew_result(struct dlock__held *h, int rc, int64_t now)
     case DLOCK_ELOST:
     case DLOCK_ENOTOWNER:
     case DLOCK_ENOTHELD:
+    case DLOCK_EREPLICAS:
         return dlock__held_lose(h);
     case DLOCK_ERROR:
     case DLOCK_EBUSY:

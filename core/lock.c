@@ -265,6 +265,7 @@ static bool keep_trying(struct dlock_lock *lk, int *rc, bool native,
     case DLOCK_ENOENT:
     case DLOCK_EACCES:
     case DLOCK_ECANCELED:
+    case DLOCK_EREPLICAS:
         *rc = lock_result(lk, *rc, "acquire");
         return false;
     }

@@ -7,7 +7,7 @@
 #                                        between the results and scenarios
 #                                        markers of docs/tradeoffs.md
 #   scripts/tradeoffs.sh --parts scenarios   only some parts (caps, bench,
-#                                        watchdog, scenarios; comma-
+#                                        watchdog, scenarios, failover; comma-
 #                                        separated): the others keep their
 #                                        last run's figures and stamps
 #   scripts/tradeoffs.sh --no-docs       measure and print, leave the doc alone
@@ -29,6 +29,9 @@
 #   3. `dlock scenario all` on every URI and the clusters' URIs in one run;
 #      server-restart and node-loss drive the URI's own servers with
 #      tests/servers/ctl.sh                        -> docs/results/scenarios.*
+#   4. `dlock scenario failover` on a Sentinel-managed master with 2
+#      replicas (tests/servers kind rsentinel), with and without
+#      sync_replicas=1 (about 10 s)                -> docs/results/failover.*
 # Each part run records its date, the git commit of the code that measured
 # and its duration in docs/results/stamps.txt; docs/results/results.md and
 # the doc print them beside each table. Bounded: every command has a
@@ -37,7 +40,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-quick=0 docs=1 only='' build='' parts=caps,bench,watchdog,scenarios
+quick=0 docs=1 only='' build='' parts=caps,bench,watchdog,scenarios,failover
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
@@ -52,8 +55,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 for p in ${parts//,/ }; do
-    case $p in caps | bench | watchdog | scenarios) ;;
-    *) echo "tradeoffs.sh: --parts: no part '$p' (caps, bench, watchdog, scenarios)" >&2; exit 64 ;;
+    case $p in caps | bench | watchdog | scenarios | failover) ;;
+    *) echo "tradeoffs.sh: --parts: no part '$p' (caps, bench, watchdog, scenarios, failover)" >&2; exit 64 ;;
     esac
 done
 part() { [[ ",$parts," == *",$1,"* ]]; }
@@ -130,7 +133,7 @@ if [ "${1:-}" = --inner ]; then
     if part caps; then
         t=$(date +%s)
         caps=(lease conn-bound native-wait notify fair shared fencing
-            survives-reconnect session-per-lock no-renew batch-renew)
+            survives-reconnect session-per-lock no-renew batch-renew replica-wait)
         {
             printf '| backend/mode |'
             printf ' %s |' "${caps[@]}"
@@ -219,6 +222,26 @@ if [ "${1:-}" = --inner ]; then
             echo "tradeoffs.sh: dlock scenario all exited $rc; see $out/scenarios.txt" >&2
         stamp scenarios "$t" "lease $sc_lease"
     fi
+
+    # 4. a failover behind Sentinel that loses a lock, and sync_replicas=
+    # refusing it (the sync run first: the sentinels fail one master over
+    # again only after 2 x failover-timeout).
+    if part failover && [ -n "${DLOCK_TEST_RSENTINEL_URI:-}" ]; then
+        t=$(date +%s)
+        su=$DLOCK_TEST_RSENTINEL_URI
+        say "scenario failover: Sentinel, with and without sync_replicas=1"
+        rc=0
+        # shellcheck disable=SC2016 # expanded by dlock's /bin/sh
+        timeout 600 "$dlock" scenario failover --failover-cmd \
+            "$root/tests/servers/rsentinel-failover.sh"' "$DLOCK_FAILOVER_STEP"' \
+            --uri "$su&sync_replicas=1&sync_timeout=300ms" --uri "$su" \
+            --lease "$sc_lease" --json "$out/failover.json" \
+            --markdown "$out/failover.md" >"$out/failover.txt" 2>&1 || rc=$?
+        sed -n '/^outcomes side by side:/,$p' "$out/failover.txt"
+        [ "$rc" = 0 ] ||
+            echo "tradeoffs.sh: dlock scenario failover exited $rc; see $out/failover.txt" >&2
+        stamp failover "$t" "lease $sc_lease"
+    fi
     exit 0
 fi
 
@@ -241,7 +264,7 @@ for b in $built; do
     if [ -n "$only" ] && [[ ",$only," != *",$b,"* ]]; then continue; fi
     backends+=("$b")
     case $b in
-    redis) kinds+=(redis redis5) ;;
+    redis) kinds+=(redis redis5); ! part failover || kinds+=(rsentinel) ;;
     zk) kinds+=(zk); ! part scenarios || kinds+=(zk3) ;;
     postgres) kinds+=(pg) ;;
     mysql) kinds+=(mysql) ;;
@@ -332,6 +355,19 @@ stamp_of() {
     echo "\`docs/results/scenarios.json\`."
     echo
     [ -f "$out/scenarios.md" ] && cat "$out/scenarios.md" || echo "(the scenarios did not run)"
+    if [ -f "$out/failover.md" ]; then
+        echo
+        echo "#### A failover behind Sentinel: \`dlock scenario failover\`"
+        echo
+        stamp_of failover
+        echo
+        echo "A master with 2 replicas and 3 sentinels; the replicas cut off from"
+        echo "the master (stopped, their links dropped), the holder acquires, the"
+        echo "master is killed, a replica that never had the SET is promoted."
+        echo "Timelines: \`docs/results/failover.txt\`."
+        echo
+        cat "$out/failover.md"
+    fi
 } >"$out/failures.part.md"
 cat "$out/speed.part.md" <(echo) "$out/failures.part.md" >"$out/results.md"
 

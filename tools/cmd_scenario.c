@@ -33,7 +33,7 @@ static void scenario_help(void)
            "several scenarios or URIs (repeat\n--uri), every scenario runs on "
            "every URI, one after the other, and a table\nat the end puts the "
            "outcomes side by side: a column per backend/mode.\n\n"
-           "scenarios (all: every one):\n");
+           "scenarios (all: every one but failover):\n");
     for (size_t i = 0; i < SC_NCASES; i++)
         printf("  %-18s %s\n", sc_cases[i].name, sc_cases[i].what);
     printf("\n"
@@ -56,7 +56,14 @@ static void scenario_help(void)
            "host list, from 1) in its environment, e.g.\n"
            "                     '$DLOCK_TEST_SERVERCTL $DLOCK_NODE_ACTION "
            "zk3 $DLOCK_NODE'\n"
-           "                     Both apply to the --uri they follow; given "
+           "  --failover-cmd CMD failover: run CMD with /bin/sh -c, with "
+           "DLOCK_FAILOVER_STEP\n                     (cut: the replicas "
+           "stop receiving from the master;\n                     kill: the "
+           "master dies; heal: the replicas are back;\n                     "
+           "restore: the old master restarts) in its environment,\n"
+           "                     e.g. 'tests/servers/rsentinel-failover.sh"
+           "\n                     $DLOCK_FAILOVER_STEP'\n"
+           "                     These apply to the --uri they follow; given "
            "before any\n                     --uri, to every URI\n"
            "  --json FILE        every run's timeline and results as JSON\n"
            "  --markdown FILE    the outcomes as a Markdown table: a row per "
@@ -67,7 +74,9 @@ static void scenario_help(void)
            "the holder is connected to (node 1 when it\ntalks to all, as "
            "Redlock does) and starts it again afterwards. A scenario that\n"
            "cannot apply (no connection to cut, one server, no command given "
-           "to one of\nseveral runs) reports \"n/a\" and why.\n"
+           "to one of\nseveral runs) reports \"n/a\" and why. failover "
+           "applies to redis://...?sentinel=\nURIs only; with "
+           "sync_replicas= in the URI the holder's acquire is refused.\n"
            "\nexit status: 0 every scenario ran (its outcome is data); 64 bad "
            "option or URI;\n69 the service cannot be reached; 70 it could "
            "not be run.\n");
@@ -89,7 +98,7 @@ static bool duration_in(const char *opt, const char *text, uint32_t min,
 /* One --uri and the commands that go with it. */
 struct target {
     const char *uri; /* NULL: the default */
-    const char *restart_cmd, *node_cmd;
+    const char *restart_cmd, *node_cmd, *failover_cmd;
     char label[64];  /* "redis/setnx", "zk/mutex (3 nodes)" */
 };
 
@@ -121,6 +130,13 @@ static void target_label(struct target *t, const struct target *all,
     if (t->label[0] == '\0') {
         bn_redact(t->uri, red, sizeof red);
         snprintf(t->label, sizeof t->label, "%.40s", red);
+    }
+    /* Redis behind Sentinel, waiting for replicas or not: say so. */
+    if (t->uri != NULL && strstr(t->uri, "sentinel=") != NULL) {
+        size_t len = strlen(t->label);
+        snprintf(t->label + len, sizeof t->label - len, " sentinel%s",
+                 strstr(t->uri, "sync_replicas=") != NULL ? " sync_replicas"
+                                                          : "");
     }
     /* Two URIs of one mode (one server, an ensemble): say which. */
     for (size_t k = 0; k < i; k++) {
@@ -302,7 +318,7 @@ static bool parse_names(const char *arg, size_t *which, size_t *nw)
 
     *nw = 0;
     if (strcmp(arg, "all") == 0) {
-        for (size_t i = 0; i < SC_NCASES; i++)
+        for (size_t i = 0; i < SC_NALL; i++)
             which[(*nw)++] = i;
         return true;
     }
@@ -316,7 +332,7 @@ static bool parse_names(const char *arg, size_t *which, size_t *nw)
             tool_err("scenario", "no scenario '%s' (there are: holder-crash, "
                      "holder-pause, holder-reconnect, holder-restart, "
                      "waiter-disconnect, waiter-crash, conn-drop, "
-                     "server-restart, node-loss; or all)", n);
+                     "server-restart, node-loss, failover; or all)", n);
             return false;
         }
         for (size_t k = 0; k < *nw; k++)
@@ -342,6 +358,7 @@ static int scenario_run(int argc, char **argv)
         {"down", required_argument, NULL, 'd'},
         {"restart-cmd", required_argument, NULL, 'r'},
         {"node-cmd", required_argument, NULL, 'n'},
+        {"failover-cmd", required_argument, NULL, 'f'},
         {"json", required_argument, NULL, 'j'},
         {"markdown", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},
@@ -349,7 +366,7 @@ static int scenario_run(int argc, char **argv)
     };
     static struct target t[MAX_URIS];
     const char *json = NULL, *markdown = NULL;
-    const char *def_restart = NULL, *def_node = NULL;
+    const char *def_restart = NULL, *def_node = NULL, *def_failover = NULL;
     uint32_t lease_ms = 2000, wait_ms = 0, pause_ms = 0, down_ms = 0;
     size_t which[SC_NCASES], nw = 0, nt = 0;
     int opt, first_rc = DLOCK_OK;
@@ -386,7 +403,7 @@ static int scenario_run(int argc, char **argv)
                 tool_err("scenario", "--uri: at most %d URIs", MAX_URIS);
                 return EXIT_USAGE;
             }
-            t[nt++] = (struct target){optarg, NULL, NULL, ""};
+            t[nt++] = (struct target){optarg, NULL, NULL, NULL, ""};
             break;
         case 'l':
             if (!duration_in("--lease", optarg, 200, 60000, &lease_ms))
@@ -406,20 +423,23 @@ static int scenario_run(int argc, char **argv)
             break;
         case 'r':
         case 'n':
+        case 'f': {
+            const char **tcmd = opt == 'r'   ? &t[nt > 0 ? nt - 1 : 0].restart_cmd
+                                : opt == 'n' ? &t[nt > 0 ? nt - 1 : 0].node_cmd
+                                             : &t[nt > 0 ? nt - 1 : 0].failover_cmd;
+            const char **dcmd = opt == 'r'   ? &def_restart
+                                : opt == 'n' ? &def_node
+                                             : &def_failover;
             if (optarg[0] == '\0') {
                 tool_err("scenario", "%s: empty command",
-                         opt == 'r' ? "--restart-cmd" : "--node-cmd");
+                         opt == 'r'   ? "--restart-cmd"
+                         : opt == 'n' ? "--node-cmd"
+                                      : "--failover-cmd");
                 return EXIT_USAGE;
             }
-            if (nt > 0 && opt == 'r')
-                t[nt - 1].restart_cmd = optarg;
-            else if (nt > 0)
-                t[nt - 1].node_cmd = optarg;
-            else if (opt == 'r')
-                def_restart = optarg;
-            else
-                def_node = optarg;
+            *(nt > 0 ? tcmd : dcmd) = optarg;
             break;
+        }
         case 'j':
             json = optarg;
             break;
@@ -445,13 +465,15 @@ static int scenario_run(int argc, char **argv)
     if (nt == 0) {
         const char *env = getenv("DLOCK_URI");
         t[nt++] = (struct target){env != NULL && env[0] != '\0' ? env : NULL,
-                                  NULL, NULL, ""};
+                                  NULL, NULL, NULL, ""};
     }
     for (size_t i = 0; i < nt; i++) {
         if (t[i].restart_cmd == NULL)
             t[i].restart_cmd = def_restart;
         if (t[i].node_cmd == NULL)
             t[i].node_cmd = def_node;
+        if (t[i].failover_cmd == NULL)
+            t[i].failover_cmd = def_failover;
         target_label(&t[i], t, i);
     }
 
@@ -473,6 +495,7 @@ static int scenario_run(int argc, char **argv)
             s->down_given = down_ms != 0;
             s->restart_cmd = t[i].restart_cmd;
             s->node_cmd = t[i].node_cmd;
+            s->failover_cmd = t[i].failover_cmd;
             s->many = many;
             snprintf(s->name, sizeof s->name, "dlock-scenario-%s-%ld-%zu",
                      s->scenario, (long)getpid(), i);

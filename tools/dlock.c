@@ -29,7 +29,9 @@ static const struct {
                          "--from-json: the file cannot be read"},
     {"69", "EX_UNAVAILABLE", "the lock service cannot be reached; demo "
                              "pitfalls: the program dlock-pitfalls is "
-                             "missing or cannot run"},
+                             "missing or cannot run; fewer replicas "
+                             "than sync_replicas= confirmed the lock "
+                             "(redis)"},
     {"70", "EX_SOFTWARE", "another failure (exec: the guard died)"},
     {"73", "EX_CANTCREAT", "no permission to create or open the lock"},
     {"75", "EX_TEMPFAIL", "the lock was lost while COMMAND ran"},

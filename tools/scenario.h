@@ -58,7 +58,7 @@ struct sc {
     uint32_t wait_ms, down_ms, pause_ms; /* 0 until set_timing, unless
                                           * given as options */
     bool down_given;      /* --down: else each scenario picks its own */
-    const char *restart_cmd, *node_cmd;
+    const char *restart_cmd, *node_cmd, *failover_cmd;
     bool many;            /* one of several runs: a missing command makes
                            * a cell "n/a" rather than a usage error */
     char dir[64];         /* temporary: the toy storage */
@@ -143,7 +143,9 @@ struct sc_case {
     int (*run)(struct sc *);
     const char *what;
 };
-#define SC_NCASES 9
+#define SC_NCASES 10
+/* `all` runs the first SC_NALL: the failure table's rows. */
+#define SC_NALL 9
 extern const struct sc_case sc_cases[SC_NCASES];
 
 #endif

@@ -348,18 +348,29 @@ static int actor_node(const struct sc *s, const struct actor *a)
     return found;
 }
 
+/* Run cmd with var=value (and var2=value2 unless var2 is NULL) in its
+ * environment, for at most 2 minutes; its exit status. */
+static int run_with(const char *cmd, const char *var, const char *value,
+                    const char *var2, const char *value2)
+{
+    setenv(var, value, 1);
+    if (var2 != NULL)
+        setenv(var2, value2, 1);
+    int st = run_shell(cmd, 120000);
+    unsetenv(var);
+    if (var2 != NULL)
+        unsetenv(var2);
+    return st;
+}
+
 /* Run the --node-cmd with DLOCK_NODE_ACTION and DLOCK_NODE (1-based). */
 static int node_cmd(struct sc *s, const char *action, int node)
 {
     char num[16];
 
     snprintf(num, sizeof num, "%d", node);
-    setenv("DLOCK_NODE_ACTION", action, 1);
-    setenv("DLOCK_NODE", num, 1);
-    int st = run_shell(s->node_cmd, 120000);
-    unsetenv("DLOCK_NODE_ACTION");
-    unsetenv("DLOCK_NODE");
-    return st;
+    return run_with(s->node_cmd, "DLOCK_NODE_ACTION", action, "DLOCK_NODE",
+                    num);
 }
 
 /* ---- the cases ------------------------------------------------------------------------ */
@@ -1072,6 +1083,110 @@ static int case_node_loss(struct sc *s)
     return DLOCK_OK;
 }
 
+/* Run the --failover-cmd with DLOCK_FAILOVER_STEP=step; its exit status. */
+static int failover_step(struct sc *s, const char *step, const char *what)
+{
+    int st = run_with(s->failover_cmd, "DLOCK_FAILOVER_STEP", step, NULL,
+                      NULL);
+    sc_say(s, bn_now_ns(), "srv", "%s: %s (exit %d)", step, what, st);
+    return st;
+}
+
+/*
+ * A master with replicas behind Sentinel: the replicas are cut off from
+ * the master (the command's "cut": the rsentinel script stops them and
+ * drops their links, so a write cannot reach them even in a socket
+ * buffer), A takes the lock, the master is killed, the replicas come back
+ * ("heal") and the sentinels promote one that never saw A's SET. W then
+ * asks for the same name. With sync_replicas= in the URI, A's acquire is
+ * refused instead (DLOCK_EREPLICAS): nothing unconfirmed to lose.
+ */
+static int case_failover(struct sc *s)
+{
+    struct actor *a, *w;
+    struct got ga, gw;
+    char code[32];
+    int rc;
+
+    if (s->uri == NULL || strstr(s->uri, "sentinel=") == NULL)
+        return not_applicable(s, "not a Sentinel URI "
+                              "(redis://S1,S2,...?sentinel=NAME): no "
+                              "replica for a failover to promote",
+                              "no sentinel=", "no sentinel");
+    if (s->failover_cmd == NULL)
+        return missing_cmd(s, "--failover-cmd",
+                           "'tests/servers/rsentinel-failover.sh "
+                           "$DLOCK_FAILOVER_STEP'");
+    sc_result(s, "applicable", json_object_new_boolean(true));
+    bool sync = strstr(s->uri, "sync_replicas=") != NULL;
+    sc_result(s, "sync_replicas", json_object_new_boolean(sync));
+    if ((rc = sc_actor_start(s, &a, "A", "holder", NULL)) != DLOCK_OK ||
+        (rc = sc_actor_start(s, &w, "W", "waiter", NULL)) != DLOCK_OK)
+        return rc;
+    uint64_t t_cut = bn_now_ns();
+    int st = failover_step(s, "cut", "the replicas are cut off from the "
+                                     "master");
+    sc_acquire(s, a, s->wait_ms, &ga);
+    if (!ga.ok) {
+        bool refused = ga.answered && strcmp(ga.err, "EREPLICAS") == 0;
+        failover_step(s, "heal", "the replicas are back");
+        sc_result(s, "cut_exit", json_object_new_int(st));
+        sc_result(s, "holder_refused", json_object_new_boolean(refused));
+        sc_result(s, "holder_error",
+                  json_object_new_string(ga.answered ? ga.err : "no answer"));
+        snprintf(s->cell, sizeof s->cell, "A %s",
+                 refused ? "refused (EREPLICAS)" : "failed");
+        snprintf(s->summary, sizeof s->summary,
+                 "A's acquire %s %.0f ms after the cut: no unconfirmed "
+                 "lock to lose",
+                 refused ? "refused (EREPLICAS)" : "failed",
+                 ((double)ga.t - (double)t_cut) / 1e6);
+        snprintf(s->outcome, sizeof s->outcome,
+                 "with the replicas cut off, A's acquire %s: %s",
+                 refused ? "was refused" : "failed", ga.msg);
+        return DLOCK_OK;
+    }
+    sc_say(s, bn_now_ns(), "A", "holds the lock; no replica has it");
+    uint64_t t_kill = bn_now_ns();
+    failover_step(s, "kill", "the master is killed");
+    failover_step(s, "heal", "the replicas are back: the sentinels "
+                             "promote one");
+    queue(s, w);
+    sc_acquire_wait(s, w, s->wait_ms + REPLY_TIMEOUT_MS, &gw);
+    bool two = gw.ok && (!a->lost || a->lost_ns > gw.t);
+    if (!a->lost)
+        sc_pump(s, s->eff_ms > 2000 ? s->eff_ms : 2000, a, "lost", NULL, 0);
+    int a_held = sc_held(s, a);
+    if (gw.ok)
+        sc_release(s, w, code, sizeof code);
+    sc_release(s, a, code, sizeof code);
+    failover_step(s, "restore", "the old master is started again");
+
+    sc_result(s, "holder_refused", json_object_new_boolean(false));
+    result_told(s, a, "holder_told", "holder_told_after_kill_ms", t_kill);
+    sc_result(s, "holder_held_after", json_object_new_int(a_held));
+    sc_result(s, "waiter_got_lock", json_object_new_boolean(gw.ok));
+    sc_result(s, "waiter_got_lock_after_kill_ms",
+              gw.ok ? jms(((double)gw.t - (double)t_kill) / 1e6) : NULL);
+    sc_result(s, "two_holders", json_object_new_boolean(two));
+
+    char told[64];
+    told_text(s, a, t_kill, "the kill", told, sizeof told);
+    snprintf(s->cell, sizeof s->cell, "W %s; A %s%s", gw.ok ? "in" : "out",
+             a->lost ? "told" : "NOT told", two ? " TWO" : "");
+    snprintf(s->summary, sizeof s->summary,
+             "W %s%s; A %s%s",
+             gw.ok ? "got the lock from the new master" : "did not get it",
+             gw.ok ? "" : "", told, two ? " (TWO HOLDERS)" : "");
+    snprintf(s->outcome, sizeof s->outcome,
+             "the promoted replica never had A's SET: W %s %.0f ms after "
+             "the kill; A was %s%s",
+             gw.ok ? "got the lock" : "did not get the lock",
+             gw.ok ? ((double)gw.t - (double)t_kill) / 1e6 : 0.0, told,
+             two ? " (W got in before A was told: TWO HOLDERS)" : "");
+    return DLOCK_OK;
+}
+
 /* ---- their table ---------------------------------------------------------------------- */
 
 /* In the order of the write-ups' failure table. */
@@ -1094,4 +1209,8 @@ const struct sc_case sc_cases[SC_NCASES] = {
      "--restart-cmd restarts the server under holder and waiter"},
     {"node-loss", case_node_loss,
      "a cluster loses the holder's node (--node-cmd)"},
+    /* Not in `all`: one kind of deployment (Sentinel) and a command of
+     * its own (SC_NALL). */
+    {"failover", case_failover,
+     "a replica without the SET promoted (--failover-cmd)"},
 };

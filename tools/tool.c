@@ -23,6 +23,7 @@ int tool_exit_for(int rc)
     case DLOCK_EUNSUPPORTED:
         return EXIT_USAGE;
     case DLOCK_ECONNECT:
+    case DLOCK_EREPLICAS:
         return EXIT_UNAVAILABLE;
     case DLOCK_EAUTH:
         return EXIT_NOPERM;

@@ -327,6 +327,8 @@ static int pg_io_fail(struct pg_session *s, struct pg_res *res, int w)
  * Returns the new deadline for those results: the I/O timeout, since the
  * caller's may be "never".
  */
+#define PG_CANCEL_RESEND_MS 50
+
 static int64_t pg_interrupt(struct pg_session *s)
 {
     PGcancel *pc = PQgetCancel(s->conn);
@@ -422,14 +424,26 @@ static int pg_exec(struct pg_session *s, const struct pg_q *q, int nq,
     for (;;) {
         PGresult *r;
         while (PQisBusy(c)) {
-            /* A wait of the acquire watches its cancel, once. */
+            /* A wait of the acquire watches its cancel; once it is sent,
+             * the statement's end, and the cancel again every
+             * PG_CANCEL_RESEND_MS: a cancel that reaches the backend
+             * before it starts the statement (still reading it) is
+             * ignored, and the statement would wait on regardless. */
+            int64_t until = sent && deadline - dlock_now_ms() >
+                                        PG_CANCEL_RESEND_MS
+                                ? dlock_now_ms() + PG_CANCEL_RESEND_MS
+                                : deadline;
             w = interrupted == NULL || sent
-                    ? pg_poll(PQsocket(c), POLLIN, deadline)
+                    ? pg_poll(PQsocket(c), POLLIN, until)
                     : dlock_session_poll(&s->base, PQsocket(c), POLLIN,
                                          deadline);
             if (w == DLOCK_ECANCELED || w == DLOCK_ECLOSED) {
                 sent = *interrupted = true;
                 deadline = pg_interrupt(s);
+                continue;
+            }
+            if (w == 0 && sent && until < deadline) {
+                (void)pg_interrupt(s);
                 continue;
             }
             if (w <= 0)

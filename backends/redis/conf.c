@@ -3,17 +3,21 @@
  * dlock__rd_conf, once per client (and once per floor run). Which mode the
  * URI asks for is decided before, by core and redis.c's pick_mode(); this
  * file is told only whether the mode runs on one server or on Redlock's N
- * nodes, and checks hosts, /db, user and password, timeout=, and Redlock's
- * node_timeout=, drift= and restart_delay=. Every message names its part.
+ * nodes, and checks hosts, /db, user and password, timeout=, Redlock's
+ * node_timeout=, drift= and restart_delay=, and the replicas' sentinel=,
+ * sync_replicas= and sync_timeout=. Every message names its part.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "rd.h"
 
 /* restart_delay's upper bound: a day, far past any sane lease. */
 #define RESTART_DELAY_MAX_MS (24u * 3600u * 1000u)
+/* Sentinels' port when a host of a sentinel= URI has none. */
+#define SENTINEL_DEFAULT_PORT 26379
 
 void dlock__rd_conf_free(struct dlock__rd_conf *cf)
 {
@@ -123,12 +127,73 @@ static int conf_redlock(struct dlock__rd_conf *cf, const struct dlock_uri *u,
     return DLOCK_OK;
 }
 
+/* Redis with replicas: sentinel= (the hosts are sentinels, sentinel.c),
+ * sync_replicas= and sync_timeout= (replicas.c). */
+static int conf_replicas(struct dlock__rd_conf *cf, const struct dlock_uri *u,
+                         bool nodes, char *err, size_t errlen)
+{
+    const char *name = dlock_uri_param(u, "sentinel");
+    const char *sync = dlock_uri_param(u, "sync_replicas");
+    uint32_t v;
+    int rc;
+
+    if (name != NULL) {
+        if (nodes)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "sentinel: not with redlock (Redlock's "
+                                "nodes are independent masters)");
+        if (name[0] == '\0' || strlen(name) >= sizeof cf->sentinel)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "sentinel: expected the master's name as "
+                                "the sentinels know it (1 to %zu bytes)",
+                                sizeof cf->sentinel - 1);
+        snprintf(cf->sentinel, sizeof cf->sentinel, "%s", name);
+        for (size_t i = 0; i < u->nhosts; i++)
+            if (u->hosts[i].port == 0)
+                cf->hosts[i].port = SENTINEL_DEFAULT_PORT;
+    }
+    if (sync != NULL) {
+        if (nodes)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "sync_replicas: not with redlock");
+        if (strcasecmp(sync, "majority") == 0) {
+            cf->sync_replicas = RD_SYNC_MAJORITY;
+        } else if ((rc = dlock_uri_uint(u, "sync_replicas", 0, 1, 64, &v,
+                                        err, errlen)) != DLOCK_OK) {
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "sync_replicas: expected a number of "
+                                "replicas 1..64 or 'majority', got "
+                                "'%.40s'",
+                                sync);
+        } else {
+            cf->sync_replicas = (int)v;
+        }
+    }
+    /* WAIT's own timeout must end before the command's (timeout=), or the
+     * connection would be given up as silent. Default: a second, or half
+     * of timeout= when that is shorter. */
+    v = cf->timeout_ms / 2 < 1000 ? cf->timeout_ms / 2 : 1000;
+    if ((rc = dlock_uri_duration(u, "sync_timeout", v, &v, err, errlen)) !=
+        DLOCK_OK)
+        return rc;
+    if (dlock_uri_param(u, "sync_timeout") != NULL) {
+        if (sync == NULL)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "sync_timeout: only with sync_replicas=");
+        if (v == 0 || v >= cf->timeout_ms)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "sync_timeout: expected 1 ms up to below "
+                                "timeout= (%u ms), got %u ms",
+                                cf->timeout_ms, v);
+    }
+    cf->sync_timeout_ms = v == 0 ? 1 : v;
+    return DLOCK_OK;
+}
+
 int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
                          bool nodes, char *err, size_t errlen)
 {
-    int rc;
-
-    int cluster = 0;
+    int rc, cluster = 0;
 
     memset(cf, 0, sizeof *cf);
     if (u->nhosts == 0)
@@ -143,6 +208,14 @@ int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
                             "cluster: cannot be combined with redlock (a "
                             "Redlock needs independent masters; a cluster "
                             "is one store): use redis://h1,h2,...?cluster=1");
+    if (cluster && dlock_uri_param(u, "sentinel") != NULL)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "cluster: cannot be combined with sentinel= (a "
+                            "cluster fails its masters over by itself)");
+    if (cluster && dlock_uri_param(u, "sync_replicas") != NULL)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "sync_replicas: not supported with cluster=1 "
+                            "yet");
     if (cluster && u->path[0] != '\0' && strcmp(u->path, "/") != 0 &&
         strcmp(u->path, "/0") != 0)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
@@ -150,11 +223,13 @@ int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
                             "'%.40s' with cluster=1",
                             u->path);
     cf->cluster = cluster != 0;
-    if (u->nhosts > 1 && !nodes && !cluster)
+    if (u->nhosts > 1 && !nodes && !cluster &&
+        dlock_uri_param(u, "sentinel") == NULL)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "host: %zu hosts given; several hosts are a "
-                            "Redlock (redlock://h1,h2,... or redlock=1) or "
-                            "a cluster's seeds (cluster=1)",
+                            "Redlock (redlock://h1,h2,... or redlock=1), "
+                            "sentinels (sentinel=MASTERNAME) or a "
+                            "cluster's seeds (cluster=1)",
                             u->nhosts);
     if (u->nhosts > RD_NODES_MAX)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
@@ -186,7 +261,8 @@ int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "timeout: must be above 0 for redis");
     cf->lease_ms = u->lease_ms;
-    if ((rc = conf_redlock(cf, u, nodes, err, errlen)) != DLOCK_OK)
+    if ((rc = conf_replicas(cf, u, nodes, err, errlen)) != DLOCK_OK ||
+        (rc = conf_redlock(cf, u, nodes, err, errlen)) != DLOCK_OK)
         return rc;
 
     if (u->ns[0] != '\0')

@@ -382,6 +382,13 @@ int dlock__rd_reply_pair(const redisReply *r, long long *a, long long *b)
 
 int dlock__rd_reply_error(struct dlock__rd_session *rs, const redisReply *r)
 {
+    /* A master demoted to a replica behind a live connection (a failover):
+     * give the connection up, so the next one finds the new master. */
+    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0)
+        return dlock_session_error(&rs->base, DLOCK_ECONNECT,
+                                   "the server is a replica now (a "
+                                   "failover?): %s",
+                                   r->str);
     if (r->type == REDIS_REPLY_ERROR && rs->cl == NULL &&
         (strncmp(r->str, "MOVED ", 6) == 0 ||
          strncmp(r->str, "ASK ", 4) == 0))

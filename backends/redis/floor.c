@@ -59,20 +59,25 @@ int dlock__rd_floor_single(const struct dlock__rd_mode *m,
     struct dlock__rd_session rs;
     struct dlock__rd_conf cf;
     struct dlock__rd_cmd acq, rel;
+    struct dlock__rd_addr at;
     int rc, code;
 
     if ((rc = floor_begin(&rs, &cf, m, uri, name, err, errlen)) != DLOCK_OK)
         return rc;
     /* cluster=1: the one server is the master of the name's slot. */
-    if (cf.cluster &&
-        (rc = dlock__rd_cluster_master(&cf, rs.keys.lock.p, rs.keys.lock.len,
-                                       &cf.hosts[0], err, errlen)) !=
-            DLOCK_OK) {
-        floor_end(&rs, &cf);
-        return rc;
+    if (cf.cluster) {
+        if ((rc = dlock__rd_cluster_master(&cf, rs.keys.lock.p,
+                                           rs.keys.lock.len, &cf.hosts[0],
+                                           err, errlen)) != DLOCK_OK) {
+            floor_end(&rs, &cf);
+            return rc;
+        }
+        rs.rc = dlock__rd_connect(&cf, &cf.hosts[0], cf.timeout_ms, m,
+                                  rs.sha, NULL, err, errlen, &code);
+    } else {
+        rs.rc = dlock__rd_connect_master(&cf, m, rs.sha, NULL, &at,
+                                         &rs.nreplicas, err, errlen, &code);
     }
-    rs.rc = dlock__rd_connect(&cf, &cf.hosts[0], cf.timeout_ms, m, rs.sha,
-                              NULL, err, errlen, &code);
     if (rs.rc == NULL) {
         floor_end(&rs, &cf);
         return code;

@@ -238,10 +238,15 @@ static void *ps_main(void *arg)
 
         if (rc == NULL && ps_wanted(ps) && now >= next_connect) {
             pthread_mutex_unlock(&ps->mu);
-            rc = dlock__rd_connect(cf, ps->sharded ? &ps->addr
-                                                   : &cf->hosts[0],
-                                   cf->timeout_ms, NULL,
-                                   NULL, NULL, err, sizeof err, &code);
+            struct dlock__rd_addr at;
+            int nrep;
+            /* cluster=1: this master's sharded connection */
+            rc = ps->sharded
+                     ? dlock__rd_connect(cf, &ps->addr, cf->timeout_ms, NULL,
+                                         NULL, NULL, err, sizeof err, &code)
+                     : dlock__rd_connect_master(cf, NULL, NULL, NULL, &at,
+                                                &nrep, err, sizeof err,
+                                                &code);
             pthread_mutex_lock(&ps->mu);
             if (rc == NULL) {
                 ps_all_down(ps, true);

@@ -22,13 +22,16 @@
  *   floor.c     the raw floor of `dlock bench` (bench-only)
  *   restart.c   Redlock's delayed restart: which nodes count
  *   rounds.c    Redlock's nodes: connections and parallel rounds
+ *   sentinel.c  sentinel=: the master found through the sentinels
+ *   replicas.c  sync_replicas=: WAIT after each script
  *   cluster.c   cluster=1 for setnx and hash: the slot map, a connection
  *               per master, MOVED/ASK/TRYAGAIN, the connections' watcher
  *   conn.c      connections (SOCK_CLOEXEC, then hiredis), the AUTH/
  *               SELECT/SCRIPT LOAD/INFO pipeline, run_id tracking,
  *               running a script, replies and errors
  *   keys.c      key buffers, and a script's command built from the keys
- *   conf.c      the URI read into struct dlock__rd_conf
+ *   conf.c      the URI read into struct dlock__rd_conf (sentinel=,
+ *               sync_replicas= and sync_timeout= too)
  */
 #ifndef DLOCK_RD_H
 #define DLOCK_RD_H
@@ -68,8 +71,15 @@ struct dlock__rd_conf {
     uint32_t restart_delay_ms; /* redlock: 0 = no delayed restart */
     char ns[RD_SEG_MAX + 1];   /* setnx/redlock: escaped namespace */
     char *raw_ns;              /* hash: the namespace as given, or NULL */
+    /* sentinel.c: the hosts are sentinels of this master, "" none. */
+    char sentinel[128];
+    /* replicas.c: WAIT for this many replicas (RD_SYNC_MAJORITY), 0 off. */
+    int sync_replicas;
+    uint32_t sync_timeout_ms;
     bool cluster;              /* cluster=1: hosts are a cluster's seeds */
 };
+
+#define RD_SYNC_MAJORITY (-1)
 
 /* Read and check everything the URI says for a mode on one server, or
  * (nodes) on Redlock's N; each message names its part. */
@@ -190,12 +200,29 @@ struct dlock__rd_ident {
     int64_t changed_ms;  /* when a new run_id was first seen, 0 never */
 };
 
+/*
+ * sentinel=: a thread subscribed to +switch-master on a sentinel, and the
+ * descriptors of the client's sessions, which it shuts down when the
+ * master changes (sentinel.c). Under mu.
+ */
+struct dlock__rd_switch {
+    bool on;
+    pthread_mutex_t mu;
+    int *fds;
+    size_t nfds, cap;
+    pthread_t thread;
+    bool started, stop;
+    int wake_fd;       /* eventfd: stop */
+    uint64_t switches; /* +switch-master messages for our master */
+};
+
 struct dlock__rd_mode;
 
 struct dlock__rd_ctx {
     const struct dlock__rd_mode *m;
     struct dlock__rd_conf conf;
     struct dlock__rd_pubsub ps;
+    struct dlock__rd_switch sw;
     /* cluster=1: the mode with SPUBLISH in its scripts (x->m points
      * here), and a sharded pub/sub per master, made by wait() (pubsub.c)
      * under id_mu */
@@ -234,6 +261,8 @@ struct dlock__rd_session {
     dlock__rd_sha sha[RD_SC_COUNT];
     struct dlock__rd_keys keys;
     uint64_t attempt_ns;      /* when the last acquire was sent */
+    int nreplicas;            /* ROLE's replicas at connect (sentinel=,
+                                 sync_replicas=majority), else 0 */
     /* cluster=1: the slot map and a connection per master (cluster.c);
      * rc is then the connection of the last command */
     struct dlock__rd_cluster *cl;
@@ -276,7 +305,8 @@ struct dlock__rd_mode {
  */
 #define RD_SINGLE_MODE_BASE                                                 \
     .caps = DLOCK_CAP_LEASE | DLOCK_CAP_NOTIFY | DLOCK_CAP_FENCING |        \
-            DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW,           \
+            DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW |           \
+            DLOCK_CAP_REPLICA_WAIT,                                         \
     .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE), .retry_min_ms = 5,       \
     .retry_max_ms = 1000, .acquire = dlock__rd_single_acquire,              \
     .renew = dlock__rd_single_renew, .release = dlock__rd_single_release,   \
@@ -347,6 +377,42 @@ int dlock__rd_io_error(struct dlock__rd_session *rs, int code,
                        const char *op);
 /* Log a restart seen while connecting, once (open() cannot log yet). */
 void dlock__rd_log_note(struct dlock__rd_session *rs);
+
+/* ---- sentinel.c, replicas.c: Sentinel and WAIT ----------------------------- */
+
+/* dlock__rd_connect to the one server: hosts[0], or (sentinel=) the master
+ * the sentinels name, checked by ROLE. *at: where it connected;
+ * *nreplicas: the replicas ROLE listed (when it was asked). */
+redisContext *dlock__rd_connect_master(const struct dlock__rd_conf *cf,
+                                       const struct dlock__rd_mode *m,
+                                       dlock__rd_sha *sha,
+                                       struct dlock__rd_info *info,
+                                       struct dlock__rd_addr *at,
+                                       int *nreplicas, char *err,
+                                       size_t errlen, int *code);
+/* sentinel=: start the +switch-master thread; stop it. */
+int dlock__rd_switch_start(struct dlock__rd_ctx *x, char *err, size_t errlen);
+void dlock__rd_switch_stop(struct dlock__rd_switch *sw);
+/* A session's connection, shut down on a switch (fd -1: none); add after
+ * the connect, remove before the close. No-ops without sentinel=. */
+void dlock__rd_switch_add(struct dlock__rd_session *rs, int fd);
+void dlock__rd_switch_remove(struct dlock__rd_session *rs, int fd);
+/* How many replicas WAIT asks for on this session. */
+int dlock__rd_sync_want(const struct dlock__rd_session *rs);
+/* Append WAIT want sync_timeout; read its answer into *acks. */
+int dlock__rd_wait_append(struct dlock__rd_session *rs);
+int dlock__rd_wait_read(struct dlock__rd_session *rs, long long *acks,
+                        const char *op);
+/* dlock__rd_run, then (sync_replicas=) WAIT in the same round trip:
+ * *acks its answer (-1 when off). NULL: *code, or DLOCK_OK when the
+ * connection failed. */
+redisReply *dlock__rd_run_sync(struct dlock__rd_session *rs, int which,
+                               const char *owner, size_t owner_len,
+                               const char *lease, long long *acks,
+                               int *code);
+/* DLOCK_EREPLICAS: "WHAT: K of N replicas confirmed within T ms". */
+int dlock__rd_sync_short(struct dlock__rd_session *rs, long long acks,
+                         uint64_t took_ns, const char *what);
 
 /* ---- rounds.c: Redlock's nodes and rounds -------------------------------- */
 

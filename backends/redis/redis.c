@@ -152,7 +152,11 @@ static int rd_ctx_open(void **out, const struct dlock_uri *uri,
         free(x);
         return rc;
     }
-    if (x->conf.cluster && (rc = cluster_mode(x, err, errlen)) != DLOCK_OK) {
+    /* sentinel=: follow +switch-master (sentinel.c); cluster=1: the
+     * scripts announce with SPUBLISH. */
+    if ((rc = dlock__rd_switch_start(x, err, errlen)) != DLOCK_OK ||
+        (x->conf.cluster && (rc = cluster_mode(x, err, errlen)) != DLOCK_OK)) {
+        dlock__rd_switch_stop(&x->sw);
         dlock__rd_pubsub_stop(&x->ps);
         dlock__rd_conf_free(&x->conf);
         free(x);
@@ -172,6 +176,7 @@ static void rd_ctx_close(void *ctx)
 
     if (x == NULL)
         return;
+    dlock__rd_switch_stop(&x->sw);
     dlock__rd_pubsub_stop(&x->ps);
     for (size_t i = 0; i < RD_CLUSTER_NODES_MAX && x->shard[i] != NULL; i++) {
         dlock__rd_pubsub_stop(x->shard[i]);
@@ -230,8 +235,10 @@ static const struct dlock_mode *const rd_modes[] = {
     &dlock__rd_mode_setnx.base, &dlock__rd_mode_hash.base,
     &dlock__rd_mode_redlock.base, NULL};
 
-static const char *const rd_params[] = {"redlock", "drift", "node_timeout",
-                                        "restart_delay", "cluster", NULL};
+static const char *const rd_params[] = {
+    "redlock",  "drift",         "node_timeout", "restart_delay",
+    "sentinel", "sync_replicas", "sync_timeout", "cluster",
+    NULL};
 static const char *const rd_aliases[] = {"redlock", NULL};
 
 const struct dlock_backend dlock__backend_redis = {

@@ -19,14 +19,19 @@
 
 #include "rd.h"
 
-/* A script on the session's server, or on its key's master (cluster=1). */
+/* A script on the session's server (with sync_replicas=, WAIT after it:
+ * replicas.c), or on its key's master (cluster=1, never with
+ * sync_replicas=: conf.c). */
 static redisReply *run(struct dlock__rd_session *rs, int which,
                        const char *owner, size_t owner_len,
-                       const char *lease)
+                       const char *lease, long long *acks, int *code)
 {
-    return rs->cl != NULL
-               ? dlock__rd_cluster_run(rs, which, owner, owner_len, lease)
-               : dlock__rd_run(rs, which, owner, owner_len, lease);
+    if (rs->cl == NULL)
+        return dlock__rd_run_sync(rs, which, owner, owner_len, lease, acks,
+                                  code);
+    *acks = -1;
+    *code = DLOCK_OK;
+    return dlock__rd_cluster_run(rs, which, owner, owner_len, lease);
 }
 
 /* ---- the connection --------------------------------------------------------------- */
@@ -35,19 +40,31 @@ int dlock__rd_single_open(struct dlock__rd_session *rs, char *err,
                           size_t errlen)
 {
     struct dlock__rd_info info;
+    struct dlock__rd_addr at;
     int code;
 
-    rs->rc = dlock__rd_connect(rs->cf, &rs->cf->hosts[0], rs->cf->timeout_ms,
-                               rs->m, rs->sha, &info, err, errlen, &code);
+    /* hosts[0], or the master the sentinels name (sentinel.c). */
+    rs->rc = dlock__rd_connect_master(rs->cf, rs->m, rs->sha, &info, &at,
+                                      &rs->nreplicas, err, errlen, &code);
     if (rs->rc == NULL)
         return code;
     rs->gen = dlock__rd_ident_seen(rs->x, 0, &info, rs->note,
                                    sizeof rs->note);
+    /* Behind sentinels a new run_id is a failover (or the master's
+     * restart): name the master, not the first sentinel. */
+    if (rs->cf->sentinel[0] != '\0' && rs->note[0] != '\0')
+        snprintf(rs->note, sizeof rs->note,
+                 "redis: the master of '%s' is now %s:%d (run_id %.8s...): "
+                 "a failover or restart; locks that had not reached it are "
+                 "lost",
+                 rs->cf->sentinel, at.host, at.port, info.run_id);
     /* [B-WATCH-1]: the moment this connection ends (a restart closes it),
      * core puts the client's locks in doubt and renews them at once; the
      * renewal, on a new connection, finds whether the server still has
      * them. */
     dlock_session_watch(&rs->base, rs->rc->fd);
+    /* sentinel=: shut down when the sentinels switch masters. */
+    dlock__rd_switch_add(rs, rs->rc->fd);
     return DLOCK_OK;
 }
 
@@ -55,12 +72,34 @@ void dlock__rd_single_close(struct dlock__rd_session *rs)
 {
     if (rs->rc != NULL) {
         dlock_session_watch(&rs->base, -1);
+        dlock__rd_switch_remove(rs, rs->rc->fd);
         redisFree(rs->rc);
         rs->rc = NULL;
     }
 }
 
 /* ---- acquire ------------------------------------------------------------------------ */
+
+/* Granted on the master, but fewer replicas than sync_replicas= confirmed
+ * it within sync_timeout: take it back (owner-checked) and say so. A
+ * release that fails leaves the key to its lease; the message says which. */
+static int sync_refused(struct dlock__rd_session *rs,
+                        const struct dlock_request *req, const char *lease,
+                        long long acks)
+{
+    uint64_t took = dlock_now_ns() - rs->attempt_ns;
+    redisReply *r =
+        dlock__rd_run(rs, RD_SC_RELEASE, req->owner, req->owner_len, lease);
+    bool gone = r != NULL && r->type == REDIS_REPLY_INTEGER &&
+                r->integer > rs->m->release_refused;
+
+    if (r != NULL)
+        freeReplyObject(r);
+    return dlock__rd_sync_short(rs, acks, took,
+                                gone ? "acquire refused and released"
+                                     : "acquire refused (the release failed: "
+                                       "the key stays until its lease ends)");
+}
 
 int dlock__rd_single_acquire(struct dlock_session *s,
                              const struct dlock_request *req,
@@ -69,8 +108,9 @@ int dlock__rd_single_acquire(struct dlock_session *s,
 {
     struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
     char lease[16];
-    long long ok, val;
+    long long ok, val, acks;
     redisReply *r;
+    int code;
 
     (void)deadline_ms; /* no native wait: core waits through wait() */
     dlock__rd_log_note(rs);
@@ -79,15 +119,20 @@ int dlock__rd_single_acquire(struct dlock_session *s,
     snprintf(lease, sizeof lease, "%u", req->lease_ms);
     /* [B-WAIT-1]: wait() compares release times with this. */
     rs->attempt_ns = dlock_now_ns();
-    r = run(rs, RD_SC_ACQUIRE, req->owner, req->owner_len, lease);
+    r = run(rs, RD_SC_ACQUIRE, req->owner, req->owner_len, lease, &acks,
+            &code);
     if (r == NULL)
-        return dlock__rd_io_error(rs, DLOCK_ECONNECT, "acquire");
+        return code != DLOCK_OK
+                   ? code
+                   : dlock__rd_io_error(rs, DLOCK_ECONNECT, "acquire");
     if (dlock__rd_reply_pair(r, &ok, &val) != 0) {
-        int code = dlock__rd_reply_error(rs, r);
+        code = dlock__rd_reply_error(rs, r);
         freeReplyObject(r);
         return code;
     }
     freeReplyObject(r);
+    if (ok == 1 && acks >= 0 && acks < dlock__rd_sync_want(rs))
+        return sync_refused(rs, req, lease, acks);
     if (ok == 1) {
         grant->fence = (uint64_t)val;
         grant->word[0] = rs->gen; /* the server's life it was granted in */
@@ -119,11 +164,38 @@ static int renew_verdict(struct dlock__rd_session *rs, struct dlock_grant *g,
     if (g->word[0] != rs->gen)
         return dlock_session_error(
             &rs->base, DLOCK_ELOST,
-            "the server restarted since the lock was taken (its run_id "
-            "changed) and has forgotten it (no persistence)");
+            "the server restarted or failed over since the lock was taken "
+            "(its run_id changed) and has forgotten it (no persistence, "
+            "or the write had not reached the new master)");
     return dlock_session_error(&rs->base, DLOCK_ELOST,
                                "the lock is gone or held by another owner "
                                "(its lease ran out, or the server lost it)");
+}
+
+/* Renewed on the master, but fewer replicas than asked confirmed it: each
+ * lock renewed is released (owner-checked) and reported lost with
+ * DLOCK_EREPLICAS, as an acquire would have been refused. */
+static void renew_sync_refused(struct dlock__rd_session *rs,
+                               struct dlock_renewal *items, size_t n,
+                               long long acks, uint64_t took)
+{
+    char lease[16];
+
+    for (size_t i = 0; i < n; i++) {
+        const struct dlock_request *req = items[i].req;
+        redisReply *r;
+        if (items[i].result != DLOCK_OK)
+            continue;
+        items[i].result = dlock__rd_sync_short(
+            rs, acks, took, "renewal refused, lock released");
+        if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+            continue;
+        snprintf(lease, sizeof lease, "%u", req->lease_ms);
+        r = dlock__rd_run(rs, RD_SC_RELEASE, req->owner, req->owner_len,
+                          lease);
+        if (r != NULL)
+            freeReplyObject(r);
+    }
 }
 
 /* Renew n leases in one round trip: every script appended, then n replies
@@ -134,7 +206,10 @@ int dlock__rd_single_renew(struct dlock_session *s,
     struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
     const struct dlock__rd_script *sc = rs->m->script[RD_SC_RENEW];
     char lease[16];
-    int redo = 0;
+    int redo = 0, code;
+    bool readonly = false;
+    long long acks = -1;
+    uint64_t t0 = dlock_now_ns();
 
     dlock__rd_log_note(rs);
     if (rs->cl != NULL) { /* one pipeline per master (cluster.c) */
@@ -159,6 +234,9 @@ int dlock__rd_single_renew(struct dlock_session *s,
             REDIS_OK)
             return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     }
+    if (rs->cf->sync_replicas != 0 &&
+        (code = dlock__rd_wait_append(rs)) != DLOCK_OK)
+        return code;
     for (size_t i = 0; i < n; i++) {
         redisReply *r = NULL;
         if (redisGetReply(rs->rc, (void **)&r) != REDIS_OK || r == NULL)
@@ -171,9 +249,17 @@ int dlock__rd_single_renew(struct dlock_session *s,
                 renew_verdict(rs, items[i].grant, r->integer == 1);
         } else {
             items[i].result = dlock__rd_reply_error(rs, r);
+            readonly = readonly || items[i].result == DLOCK_ECONNECT;
         }
         freeReplyObject(r);
     }
+    if (rs->cf->sync_replicas != 0 &&
+        (code = dlock__rd_wait_read(rs, &acks, "renew")) != DLOCK_OK)
+        return code;
+    /* A master demoted behind this connection: a new one finds the new
+     * master (sentinel.c); the locks stay in doubt until then. */
+    if (readonly)
+        return DLOCK_ECONNECT;
     /* The server lost its script cache (SCRIPT FLUSH): one by one by EVAL. */
     for (size_t i = 0; redo && i < n; i++) {
         const struct dlock_request *req = items[i].req;
@@ -183,7 +269,7 @@ int dlock__rd_single_renew(struct dlock_session *s,
         if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
             return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
         snprintf(lease, sizeof lease, "%u", req->lease_ms);
-        r = run(rs, RD_SC_RENEW, req->owner, req->owner_len, lease);
+        r = dlock__rd_run(rs, RD_SC_RENEW, req->owner, req->owner_len, lease);
         if (r == NULL)
             return dlock__rd_io_error(rs, DLOCK_ECONNECT, "renew");
         items[i].result = renew_verdict(
@@ -191,6 +277,12 @@ int dlock__rd_single_renew(struct dlock_session *s,
             r->type == REDIS_REPLY_INTEGER && r->integer == 1);
         freeReplyObject(r);
     }
+    if (redo && rs->cf->sync_replicas != 0 &&
+        ((code = dlock__rd_wait_append(rs)) != DLOCK_OK ||
+         (code = dlock__rd_wait_read(rs, &acks, "renew")) != DLOCK_OK))
+        return code;
+    if (acks >= 0 && acks < dlock__rd_sync_want(rs))
+        renew_sync_refused(rs, items, n, acks, dlock_now_ns() - t0);
     return DLOCK_OK;
 }
 
@@ -203,17 +295,28 @@ int dlock__rd_single_release(struct dlock_session *s,
     struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
     char lease[16];
     redisReply *r;
+    long long acks;
+    uint64_t t0 = dlock_now_ns();
     int code;
 
     dlock__rd_log_note(rs);
     if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     snprintf(lease, sizeof lease, "%u", req->lease_ms);
-    r = run(rs, RD_SC_RELEASE, req->owner, req->owner_len, lease);
+    r = run(rs, RD_SC_RELEASE, req->owner, req->owner_len, lease, &acks,
+            &code);
     if (r == NULL)
-        return dlock__rd_io_error(rs, DLOCK_ECONNECT, "release");
+        return code != DLOCK_OK
+                   ? code
+                   : dlock__rd_io_error(rs, DLOCK_ECONNECT, "release");
     if (r->type != REDIS_REPLY_INTEGER)
         code = dlock__rd_reply_error(rs, r);
+    else if (r->integer > rs->m->release_refused && acks >= 0 &&
+             acks < dlock__rd_sync_want(rs))
+        code = dlock__rd_sync_short(rs, acks, dlock_now_ns() - t0,
+                                    "released on the master, but a "
+                                    "failover within the lease may bring "
+                                    "the lock back");
     else if (r->integer > rs->m->release_refused)
         code = DLOCK_OK; /* released, or (hash) counted down */
     else if (grant->word[0] != rs->gen)

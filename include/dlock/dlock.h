@@ -71,7 +71,8 @@ DLOCK_API const char *dlock_version(void);
     XX(EAUTH, -13, "the server refused the credentials: user or password")  \
     XX(ENOENT, -14, "what the URI names does not exist (a directory...)")   \
     XX(EACCES, -15, "no permission to create or open the lock (a file...)") \
-    XX(ECANCELED, -16, "cancelled before the lock was granted")
+    XX(ECANCELED, -16, "cancelled before the lock was granted")            \
+    XX(EREPLICAS, -17, "too few replicas confirmed the write in time")
 
 typedef enum {
     DLOCK_OK = 0,
@@ -106,6 +107,8 @@ DLOCK_API const char *dlock_err_name(int code);
 #define DLOCK_CAP_BATCH_RENEW (1u << 10) /* renewals pipelined per session */
 #define DLOCK_CAP_SERVER_TIMEOUT (1u << 11) /* the server ends a silent
                                                session after its lease */
+#define DLOCK_CAP_REPLICA_WAIT (1u << 12) /* can wait for replicas to
+                                             confirm each write (WAIT) */
 
 /** "lease", "conn-bound", ... for one bit; NULL for an unknown bit. */
 DLOCK_API const char *dlock_cap_name(uint32_t bit);

@@ -27,6 +27,7 @@ FRIENDLY = {
     'ENOENT': ('NotFound', None),
     'EACCES': ('PermissionDenied', PermissionError),
     'ECANCELED': ('Cancelled', None),
+    'EREPLICAS': ('ReplicasError', None),
 }
 
 

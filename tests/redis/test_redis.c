@@ -1150,6 +1150,13 @@ static void faults__bad_uris_name_the_parameter(void **state)
         {"?redlock=1&restart_delay=25h", "restart_delay"},
         {"?redlock=1&restart_delay=soon", "restart_delay"},
         {"?timeout=0", "timeout"},      {"?bogus=1", "bogus"},
+        {"?sync_replicas=0", "sync_replicas"},
+        {"?sync_replicas=many", "sync_replicas"},
+        {"?sync_timeout=1s", "sync_timeout"},
+        {"?sync_replicas=1&sync_timeout=10s", "sync_timeout"},
+        {"?redlock=1&sync_replicas=1", "sync_replicas"},
+        {"?redlock=1&sentinel=m", "sentinel"},
+        {"?sentinel=", "sentinel"},
     };
     const char *base = getenv("DLOCK_TEST_REDIS_URI");
     char u[512];

@@ -3,11 +3,11 @@
 #
 #   $DLOCK_TEST_SERVERCTL ACTION KIND [INDEX]
 #
-# KIND: redis redis5 zk zk3 pg mysql etcd etcd3 etcdtls rcluster; INDEX is
-# 1-based (redis5: 1-5, zk3 and etcd3: 1-3, rcluster: 1-6; which of those
-# is a master changes with failovers: ask CLUSTER NODES), default 1. A
-# rcluster node started again rejoins from its nodes.conf. Uses
-# DLOCK_TEST_RUN_DIR.
+# KIND: redis redis5 rsentinel rcluster zk zk3 pg mysql etcd etcd3 etcdtls;
+# INDEX is 1-based (redis5: 1-5, zk3 and etcd3: 1-3, rsentinel: 1-3 data
+# nodes, 1 the first master, 4-6 sentinels; rcluster: 1-6, which of them
+# is a master changes with failovers: ask CLUSTER NODES; a node started
+# again rejoins from its nodes.conf), default 1. Uses DLOCK_TEST_RUN_DIR.
 #
 # ACTION:
 #   stop         graceful stop (SIGINT for pg, SIGTERM otherwise; an etcd

@@ -94,7 +94,7 @@ DLT_STOP_TIMEOUT=10
 DLT_PORT_MIN=${DLOCK_TEST_PORT_MIN:-20000}
 DLT_PORT_MAX=${DLOCK_TEST_PORT_MAX:-32767}
 
-DLT_ALL_KINDS="redis redis5 zk zk3 pg mysql etcd etcd3 etcdtls rcluster"
+DLT_ALL_KINDS="redis redis5 rsentinel zk zk3 pg mysql etcd etcd3 etcdtls rcluster"
 
 dlt_err() { printf '%s: %s\n' "${DLT_PROG:-dlock-test}" "$*" >&2; }
 dlt_log() { [[ ${DLOCK_TEST_VERBOSE:-0} == 0 ]] || dlt_err "$@"; }
@@ -114,6 +114,7 @@ dlt_is_kind() { [[ " $DLT_ALL_KINDS " == *" $1 "* ]]; }
 dlt_kind_count() { # KIND -> number of server processes
     case $1 in
         redis5) echo 5 ;;
+        rsentinel) echo 6 ;;
         zk3 | etcd3) echo 3 ;;
         rcluster) echo 6 ;;
         *) echo 1 ;;
@@ -122,12 +123,13 @@ dlt_kind_count() { # KIND -> number of server processes
 
 # Is KIND one cluster whose members all name each other (so a member cannot
 # be moved to other ports alone)?
-dlt_kind_is_cluster() { [[ $1 == zk3 || $1 == etcd3 ]]; }
+dlt_kind_is_cluster() { [[ $1 == zk3 || $1 == etcd3 || $1 == rsentinel ]]; }
 
 dlt_kind_var() { # KIND -> the variable that says "this kind is running"
     case $1 in
         redis) echo DLOCK_TEST_REDIS_URI ;;
         redis5) echo DLOCK_TEST_REDIS5_HOSTS ;;
+        rsentinel) echo DLOCK_TEST_RSENTINEL_URI ;;
         rcluster) echo DLOCK_TEST_RCLUSTER_URI ;;
         zk) echo DLOCK_TEST_ZK_URI ;;
         zk3) echo DLOCK_TEST_ZK3_URI ;;
@@ -197,7 +199,7 @@ dlt_zk_classpath() {
 # Are the programs KIND needs installed? Prints what is missing.
 dlt_kind_missing() {
     case $1 in
-        redis | redis5)
+        redis | redis5 | rsentinel)
             dlt_find_bin redis-server >/dev/null || echo redis-server
             ;;
         rcluster)
@@ -417,9 +419,44 @@ dlt_probe_etcdtls() { # PORT NODE
     [[ $out == *'"header":'* ]]
 }
 
+# A line of Redis's answer to an inline COMMAND that starts with one of
+# the words given (bash /dev/tcp, 2 s).
+dlt_redis_line() { # PORT COMMAND WORD...
+    local port=$1 cmd=$2
+    shift 2
+    (
+        exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
+        printf '%s\r\n' "$cmd" >&3
+        while IFS= read -r -t 2 line <&3; do
+            line=${line%$'\r'}
+            for w in "$@"; do
+                [[ $line != "$w"* ]] || { echo "$line"; exit 0; }
+            done
+        done
+        exit 1
+    ) 2>/dev/null
+}
+
+# rsentinel: nodes 1-3 are data nodes (1 starts as master, 2 and 3 as its
+# replicas), 4-6 sentinels. A data node is ready as a master or as a
+# replica whose link is up (so a test's first write reaches it); a
+# sentinel once it sees the master and enough sentinels to fail over
+# (SENTINEL ckquorum: the other two found through hello messages).
+dlt_probe_rsentinel() { # PORT NODE
+    local i=${2##*-} l
+    if ((i <= 3)); then
+        l=$(dlt_redis_line "$1" "INFO replication" role:master master_link_status:) || return 1
+        [[ $l == role:master || $l == master_link_status:up ]]
+    else
+        l=$(dlt_redis_line "$1" "SENTINEL ckquorum dlock" +OK -) || return 1
+        [[ $l == "+OK 3 usable"* ]]
+    fi
+}
+
 dlt_probe() { # KIND PORT [NODE]
     case $1 in
         redis | redis5 | rcluster) dlt_probe_redis "$2" ;;
+        rsentinel) dlt_probe_rsentinel "$2" "$3" ;;
         zk | zk3) dlt_probe_zk "$2" ;;
         pg) dlt_probe_pg "$2" ;;
         mysql) dlt_probe_mysql "$2" ;;
@@ -667,6 +704,46 @@ dlt_rcluster_create() { # NODE...
     done
     dlt_err "rcluster: no cluster_state:ok with 3 replicas within 60 s"
     return 1
+}
+
+# rsentinel: node I of 6 (see dlt_probe_rsentinel); PORTS are all six
+# client ports. The sentinels watch master "dlock" with quorum 2, call it
+# down after 1 s of silence and may fail over again after 3 s, so a
+# failover takes ~1-3 s. Sentinel rewrites its config file: it lives in
+# the node dir, and a restart (ctl.sh start) replays the rewritten one.
+# The sentinel is redis-server --sentinel (the redis-sentinel package only
+# adds a symlink to the same program).
+dlt_prepare_rsentinel() { # NODE I PORT1..PORT6
+    local node=$1 i=$2
+    shift 2
+    local -a p=("$@")
+    local port=${p[i - 1]}
+    mkdir -p "$node/data"
+    echo "$port" >"$node/port"
+    if ((i <= 3)); then
+        local -a rep=()
+        ((i == 1)) || rep=(--replicaof 127.0.0.1 "${p[0]}")
+        dlt_write_cmd "$node" "$(dlt_find_bin redis-server)" \
+            --bind 127.0.0.1 --port "$port" --protected-mode yes \
+            --save '' --appendonly no --daemonize no --unixsocket '' \
+            --dir "$node/data" --logfile '' --enable-debug-command local \
+            --repl-diskless-sync yes --repl-diskless-sync-delay 0 \
+            "${rep[@]}"
+    else
+        cat >"$node/sentinel.conf" <<EOF2
+port $port
+bind 127.0.0.1
+daemonize no
+logfile ""
+dir $node/data
+sentinel monitor dlock 127.0.0.1 ${p[0]} 2
+sentinel down-after-milliseconds dlock 1000
+sentinel failover-timeout dlock 3000
+sentinel parallel-syncs dlock 2
+EOF2
+        dlt_write_cmd "$node" "$(dlt_find_bin redis-server)" \
+            "$node/sentinel.conf" --sentinel
+    fi
 }
 
 # ZK: config for NODE. Ensemble members are given as "ID:CLIENT:QUORUM:ELECTION".
@@ -958,6 +1035,18 @@ dlt_configure() { # KIND NODE...
                 dlt_prepare_rcluster "$node" "${pp[0]}" "${pp[1]}"
             done
             ;;
+        rsentinel)
+            local -a ports=()
+            for node in "$@"; do
+                dlt_pick_ports "$node" 1 || return 1
+                ports+=("$(<"$node/ports")")
+            done
+            i=0
+            for node in "$@"; do
+                i=$((i + 1))
+                dlt_prepare_rsentinel "$node" "$i" "${ports[@]}"
+            done
+            ;;
         zk)
             dlt_pick_ports "$1" 1 || return 1
             dlt_prepare_zk "$1" 1 "$(<"$1/ports")"
@@ -1093,6 +1182,15 @@ dlt_export_kind() { # KIND RUN
             # Seeds: every node; the test picks its master by CLUSTER SLOTS.
             export DLOCK_TEST_RCLUSTER_HOSTS=$hosts
             export DLOCK_TEST_RCLUSTER_URI="redis://$hosts?cluster=1"
+            ;;
+        rsentinel)
+            # The sentinels in the URI; the data nodes as they started
+            # (node 1 the master) for tests that stop or inspect them.
+            local -a h
+            IFS=, read -r -a h <<<"$hosts"
+            export DLOCK_TEST_RSENTINEL_URI="redis://${h[3]},${h[4]},${h[5]}?sentinel=dlock"
+            export DLOCK_TEST_RSENTINEL_MASTER=${h[0]}
+            export DLOCK_TEST_RSENTINEL_REPLICAS=${h[1]},${h[2]}
             ;;
         zk) export DLOCK_TEST_ZK_URI="zk://$hosts" ;;
         zk3) export DLOCK_TEST_ZK3_URI="zk://$hosts" ;;

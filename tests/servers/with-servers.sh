@@ -5,6 +5,10 @@
 #
 # KIND: redis   one redis-server            -> DLOCK_TEST_REDIS_URI=redis://127.0.0.1:P
 #       redis5  five independent redis      -> DLOCK_TEST_REDIS5_HOSTS=127.0.0.1:P1,...,127.0.0.1:P5
+#       rsentinel  a master, 2 replicas, 3 sentinels (master "dlock", quorum 2,
+#               failover in ~1-3 s) -> DLOCK_TEST_RSENTINEL_URI=redis://S1,S2,S3?sentinel=dlock
+#                                      DLOCK_TEST_RSENTINEL_MASTER=127.0.0.1:P (the first master)
+#                                      DLOCK_TEST_RSENTINEL_REPLICAS=127.0.0.1:P2,127.0.0.1:P3
 #       zk      one ZooKeeper (standalone)  -> DLOCK_TEST_ZK_URI=zk://127.0.0.1:P
 #       zk3     three-node ZK ensemble      -> DLOCK_TEST_ZK3_URI=zk://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
 #       pg      PostgreSQL                  -> DLOCK_TEST_PG_URI=postgres://dlock:PW@127.0.0.1:P/dlock
