@@ -70,15 +70,29 @@ static redisContext *conn(const char *host, int port)
     return rc;
 }
 
+/* A connection to the first seed that answers (one may be down). */
 static redisContext *seed(void)
 {
     const char *h = getenv("DLOCK_TEST_RCLUSTER_HOSTS");
-    const char *colon = h != NULL ? strchr(h, ':') : NULL;
-    if (colon == NULL) {
-        fprintf(stderr, "redis_cluster: no $DLOCK_TEST_RCLUSTER_HOSTS\n");
-        exit(2);
+    struct timeval tv = {2, 0};
+
+    for (const char *p = h; p != NULL && *p != '\0';) {
+        const char *colon = strchr(p, ':'), *comma = strchr(p, ',');
+        redisContext *rc;
+        if (colon == NULL)
+            break;
+        rc = redisConnectWithTimeout("127.0.0.1", atoi(colon + 1), tv);
+        if (rc != NULL && rc->err == 0) {
+            redisSetTimeout(rc, tv);
+            return rc;
+        }
+        if (rc != NULL)
+            redisFree(rc);
+        p = comma != NULL ? comma + 1 : NULL;
     }
-    return conn("127.0.0.1", atoi(colon + 1));
+    fprintf(stderr, "redis_cluster: no seed of $DLOCK_TEST_RCLUSTER_HOSTS "
+                    "answers\n");
+    exit(2);
 }
 
 /* The masters with slots and their replicas, from CLUSTER NODES. */
