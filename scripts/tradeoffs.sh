@@ -90,7 +90,11 @@ if [ "${1:-}" = --inner ]; then
         redis)
             entries+=("redis setnx|$DLOCK_TEST_REDIS_URI?mode=setnx|redis|"
                 "redis hash|$DLOCK_TEST_REDIS_URI?mode=hash|redis|"
-                "redlock|redlock://$DLOCK_TEST_REDIS5_HOSTS?restart_delay=0|redis5 1|redis5") ;;
+                "redlock|redlock://$DLOCK_TEST_REDIS5_HOSTS?restart_delay=0|redis5 1|redis5")
+            if part scenarios; then
+                entries+=("redis cluster setnx|$DLOCK_TEST_RCLUSTER_URI&mode=setnx|rcluster 1|rcluster|scenarios"
+                    "redis cluster hash|$DLOCK_TEST_RCLUSTER_URI&mode=hash|rcluster 1|rcluster|scenarios")
+            fi ;;
         zk)
             entries+=("zk|$DLOCK_TEST_ZK_URI?lease=3s|zk|"
                 "zk rwlock|$DLOCK_TEST_ZK_URI?lease=3s&mode=rwlock|zk|")
@@ -264,7 +268,8 @@ for b in $built; do
     if [ -n "$only" ] && [[ ",$only," != *",$b,"* ]]; then continue; fi
     backends+=("$b")
     case $b in
-    redis) kinds+=(redis redis5); ! part failover || kinds+=(rsentinel) ;;
+    redis) kinds+=(redis redis5); ! part failover || kinds+=(rsentinel)
+        ! part scenarios || kinds+=(rcluster) ;;
     zk) kinds+=(zk); ! part scenarios || kinds+=(zk3) ;;
     postgres) kinds+=(pg) ;;
     mysql) kinds+=(mysql) ;;

@@ -150,6 +150,26 @@ static int holder_and_waiter(struct sc *s, struct actor **a, struct got *ga,
  * lock lives in this machine's kernel); DLOCK_EINVAL when a host has no
  * explicit port.
  */
+/* A redis:// URI with cluster=1 (or true, yes, on): its hosts are only
+ * seeds, and the client connects to the masters the slot map names. */
+static bool uri_is_cluster(const char *uri)
+{
+    static const char *const yes[] = {"1&", "true&", "yes&", "on&"};
+    const char *q = strchr(uri, '?');
+
+    for (const char *p = q; p != NULL; p = strchr(p + 1, '&')) {
+        if (strncmp(p + 1, "cluster=", 8) != 0)
+            continue;
+        for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+            size_t n = strlen(yes[i]) - 1;
+            if (strncmp(p + 9, yes[i], n) == 0 &&
+                (p[9 + n] == '&' || p[9 + n] == '\0'))
+                return true;
+        }
+    }
+    return false;
+}
+
 static int proxy_uri(struct sc *s, char *puri, size_t cap)
 {
     size_t n = bn_uri_nhosts(s->uri), len = 0, from = 0;
@@ -160,6 +180,13 @@ static int proxy_uri(struct sc *s, char *puri, size_t cap)
                               "host:port (a file:// lock lives in this "
                               "machine's kernel)", "no connection",
                               "no conn");
+    if (uri_is_cluster(s->uri))
+        return not_applicable(s, "no connection this proxy can cut: a "
+                              "Redis Cluster client reaches the masters "
+                              "its slot map names, not the seeds the URI "
+                              "gives (node-loss kills the lock's master "
+                              "instead)", "cluster: proxy bypassed",
+                              "cluster");
     if (n > MAX_HOSTS) {
         tool_err("scenario", "%s: at most %d hosts can be proxied",
                  s->scenario, MAX_HOSTS);
