@@ -145,7 +145,10 @@ switch)
     check "2 holders hold" '[[ -e $work/held-g1 && -e $work/held-g2 ]]'
     sleep 0.3
     t0=$(ms)
-    redis-cli -p "${s1#*:}" SENTINEL FAILOVER dlock >/dev/null
+    # Asked again (bounded) while a sentinel answers INPROG or NOGOODSLAVE.
+    fend=$((SECONDS + 10))
+    until [[ $(redis-cli -p "${s1#*:}" SENTINEL FAILOVER dlock) == OK ]] ||
+        ((SECONDS >= fend)); do sleep 0.1; done
     check "the sentinels switch masters within 20 s" 'wait_new_master "$mport" 20'
     echo "# switched $(($(ms) - t0)) ms after SENTINEL FAILOVER"
     sleep 3.5 # past the lease: a key not renewed on the new master is gone

@@ -441,7 +441,10 @@ dlt_redis_line() { # PORT COMMAND WORD...
 # replicas), 4-6 sentinels. A data node is ready as a master or as a
 # replica whose link is up (so a test's first write reaches it); a
 # sentinel once it sees the master and enough sentinels to fail over
-# (SENTINEL ckquorum: the other two found through hello messages).
+# (SENTINEL ckquorum: the other two found through hello messages) and
+# both replicas, healthy (flags exactly "slave"): a sentinel learns the
+# replicas from the master's INFO (every 10 s), and a failover asked
+# before that finds no replica to promote and is retried seconds later.
 dlt_probe_rsentinel() { # PORT NODE
     local i=${2##*-} l
     if ((i <= 3)); then
@@ -449,7 +452,11 @@ dlt_probe_rsentinel() { # PORT NODE
         [[ $l == role:master || $l == master_link_status:up ]]
     else
         l=$(dlt_redis_line "$1" "SENTINEL ckquorum dlock" +OK -) || return 1
-        [[ $l == "+OK 3 usable"* ]]
+        [[ $l == "+OK 3 usable"* ]] || return 1
+        (($(redis-cli -p "$1" SENTINEL replicas dlock 2>/dev/null | awk '
+            prev == "flags" && $0 == "slave" { n++ }
+            { prev = $0 }
+            END { print n + 0 }') >= 2))
     fi
 }
 
