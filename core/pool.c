@@ -361,7 +361,8 @@ struct dlock__sess *dlock__checkout(struct dlock__pool *p,
     }
     /* Prefer a session without grants: it keeps pinned ones free for
      * their holders' renewals and releases. */
-    for (ss = p->sessions; ss != NULL; ss = ss->next) {
+    for (ss = pick == DLOCK__PICK_NEW ? NULL : p->sessions; ss != NULL;
+         ss = ss->next) {
         if (!fits(p, ss, pick, req))
             continue;
         if (best == NULL || ss->npinned < best->npinned)

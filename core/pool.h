@@ -84,6 +84,7 @@ struct dlock__pool {
 enum dlock__pick {
     DLOCK__PICK_ANY,      /* any idle session, or a new one */
     DLOCK__PICK_UNPINNED, /* one with no grants (a native wait may block) */
+    DLOCK__PICK_NEW,      /* a new one: the idle ones may have ended unseen */
 };
 
 void dlock__pool_init(struct dlock__pool *p);

@@ -447,8 +447,10 @@ int dlock__etcd_release(struct dlock_session *s,
     int rc;
 
     (void)req;
-    if (key == NULL)
-        return DLOCK_ENOTOWNER;
+    if (key == NULL) /* core's second call after a failed one [B-CONN-2] */
+        return dlock__etcd_fail(es, DLOCK_ECONNECT,
+                                "not released: etcd could not be reached; "
+                                "the key ends with its lease");
     rc = dlock__etcd_delete_if(es, key, strlen(key), (int64_t)grant->word[1],
                                dlock_now_ms() + es->x->timeout_ms);
     /* Called once per grant [B-RELEASE-1]: whatever the answer, the grant

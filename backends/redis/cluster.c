@@ -121,7 +121,7 @@ static int node_index(struct dlock__rd_cluster *cl, const char *host,
 static int map_read(struct dlock__rd_cluster *cl, char *why, size_t cap,
                     redisContext *rc, const struct dlock__rd_addr *from)
 {
-    redisReply *r = redisCommand(rc, "CLUSTER SLOTS");
+    redisReply *r = dlock__rd_command(rc, "CLUSTER SLOTS");
     int ok = 0;
 
     if (r == NULL) {
@@ -392,15 +392,15 @@ redisReply *dlock__rd_cluster_cmd(struct dlock__rd_session *rs, unsigned slot,
         if (ask >= 0) {
             redisAppendCommand(rc, "ASKING");
             redisAppendCommandArgv(rc, argc, argv, lens);
-            if (redisGetReply(rc, (void **)&r) == REDIS_OK && r != NULL) {
+            if (dlock__rd_get_reply(rc, &r) == REDIS_OK && r != NULL) {
                 freeReplyObject(r);
                 r = NULL;
-                if (redisGetReply(rc, (void **)&r) != REDIS_OK)
+                if (dlock__rd_get_reply(rc, &r) != REDIS_OK)
                     r = NULL;
             }
             ask = -1;
         } else {
-            r = redisCommandArgv(rc, argc, argv, lens);
+            r = dlock__rd_command_argv(rc, argc, argv, lens);
         }
         if (r == NULL) {
             cl->node[i].dead = true; /* core replaces the session */
@@ -544,7 +544,7 @@ int dlock__rd_cluster_renew(struct dlock__rd_session *rs,
             if (items[i].result != CL_SENT)
                 continue;
             sent--;
-            if (redisGetReply(rc, (void **)&r) != REDIS_OK || r == NULL) {
+            if (dlock__rd_get_reply(rc, &r) != REDIS_OK || r == NULL) {
                 cl->node[nd].dead = true;
                 rs->rc = rc;
                 return dlock__rd_io_error(rs, DLOCK_ECONNECT, "renew");

@@ -223,7 +223,7 @@ redisContext *dlock__rd_connect(const struct dlock__rd_conf *cf,
     for (int i = 0, script = 0; i < nreplies; i++) {
         redisReply *r = NULL;
 
-        if (redisGetReply(rc, (void **)&r) != REDIS_OK || r == NULL) {
+        if (dlock__rd_get_reply(rc, &r) != REDIS_OK || r == NULL) {
             dlock_errorf(err, errlen, DLOCK_ECONNECT, "%s:%d: %s", a->host,
                          a->port, io_text(rc, tbuf, sizeof tbuf, timeout_ms));
             redisFree(rc);
@@ -357,14 +357,14 @@ redisReply *dlock__rd_run(struct dlock__rd_session *rs, int which,
 
     dlock__rd_cmd_evalsha(&c, sc, rs->sha[which], &rs->keys, owner,
                           owner_len, lease);
-    r = redisCommandArgv(rs->rc, c.argc, c.argv, c.lens);
+    r = dlock__rd_command_argv(rs->rc, c.argc, c.argv, c.lens);
     if (dlock__rd_noscript(r)) {
         freeReplyObject(r);
         c.argv[0] = "EVAL";
         c.lens[0] = 4;
         c.argv[1] = sc->lua;
         c.lens[1] = strlen(sc->lua);
-        r = redisCommandArgv(rs->rc, c.argc, c.argv, c.lens);
+        r = dlock__rd_command_argv(rs->rc, c.argc, c.argv, c.lens);
     }
     return r;
 }

@@ -86,7 +86,8 @@ int dlock__rd_floor_single(const struct dlock__rd_mode *m,
     floor_cmd(&rel, &rs, RD_SC_RELEASE);
     for (uint32_t i = 0; i < n; i++) {
         uint64_t t0 = dlock_now_ns();
-        redisReply *r = redisCommandArgv(rs.rc, acq.argc, acq.argv, acq.lens);
+        redisReply *r =
+            dlock__rd_command_argv(rs.rc, acq.argc, acq.argv, acq.lens);
         if (r == NULL || r->type != REDIS_REPLY_ARRAY ||
             r->element[0]->integer != 1) {
             rc = dlock_errorf(err, errlen, r == NULL ? DLOCK_ECONNECT
@@ -101,7 +102,7 @@ int dlock__rd_floor_single(const struct dlock__rd_mode *m,
             break;
         }
         freeReplyObject(r);
-        r = redisCommandArgv(rs.rc, rel.argc, rel.argv, rel.lens);
+        r = dlock__rd_command_argv(rs.rc, rel.argc, rel.argv, rel.lens);
         if (r == NULL) {
             rc = dlock_errorf(err, errlen, DLOCK_ECONNECT,
                               "floor: release: %s", rs.rc->errstr);

@@ -38,7 +38,7 @@ int dlock__rd_inspect_single(struct dlock_session *s, const char *name,
     redisAppendCommand(rs->rc, "GET %b", rs->keys.fence.p,
                        rs->keys.fence.len);
     for (int i = 0; i < 3; i++)
-        if (redisGetReply(rs->rc, (void **)&r[i]) != REDIS_OK ||
+        if (dlock__rd_get_reply(rs->rc, &r[i]) != REDIS_OK ||
             r[i] == NULL) {
             code = dlock__rd_io_error(rs, DLOCK_ECONNECT, "inspect");
             goto done;

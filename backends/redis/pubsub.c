@@ -189,7 +189,7 @@ static int ps_sync_subs(struct dlock__rd_pubsub *ps, redisContext *rc)
         }
     }
     while (any && !done)
-        if (redisBufferWrite(rc, &done) != REDIS_OK)
+        if (dlock__rd_buffer_write(rc, &done) != REDIS_OK)
             return -1;
     return 0;
 }
@@ -446,7 +446,7 @@ int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
         redisReply *r = NULL;
         if (rs->cl == NULL ||
             dlock__rd_cluster_route(rs, lk->p, lk->len) == DLOCK_OK)
-            r = redisCommand(rs->rc, "PTTL %b", lk->p, lk->len);
+            r = dlock__rd_command(rs->rc, "PTTL %b", lk->p, lk->len);
         if (r == NULL) {
             rc = dlock__rd_io_error(rs, DLOCK_ECONNECT, "wait");
             pthread_mutex_lock(&ps->mu);

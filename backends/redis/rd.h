@@ -32,6 +32,8 @@
  *   keys.c      key buffers, and a script's command built from the keys
  *   conf.c      the URI read into struct dlock__rd_conf (sentinel=,
  *               sync_replicas= and sync_timeout= too)
+ *   nopipe.c    hiredis's calls that write, with SIGPIPE held back: the
+ *               only way the backend writes (hiredis uses write(2))
  */
 #ifndef DLOCK_RD_H
 #define DLOCK_RD_H
@@ -540,5 +542,17 @@ extern const struct dlock__rd_script dlock__rd_setnx_renew;
 extern const struct dlock__rd_mode dlock__rd_mode_setnx;
 extern const struct dlock__rd_mode dlock__rd_mode_hash;
 extern const struct dlock__rd_mode dlock__rd_mode_redlock;
+
+/* ---- nopipe.c: hiredis's calls that write, with no SIGPIPE --------------- */
+
+/* redisCommand(), redisCommandArgv(), redisGetReply(), redisBufferWrite()
+ * with SIGPIPE blocked on the calling thread for their length, and one
+ * they raised taken back. Nothing in the backend calls those four but
+ * through these. */
+redisReply *dlock__rd_command(redisContext *rc, const char *fmt, ...);
+redisReply *dlock__rd_command_argv(redisContext *rc, int argc,
+                                   const char **argv, const size_t *lens);
+int dlock__rd_get_reply(redisContext *rc, redisReply **reply);
+int dlock__rd_buffer_write(redisContext *rc, int *done);
 
 #endif /* DLOCK_RD_H */

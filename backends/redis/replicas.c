@@ -49,7 +49,7 @@ int dlock__rd_wait_read(struct dlock__rd_session *rs, long long *acks,
     redisReply *r = NULL;
     int code = DLOCK_OK;
 
-    if (redisGetReply(rs->rc, (void **)&r) != REDIS_OK || r == NULL)
+    if (dlock__rd_get_reply(rs->rc, &r) != REDIS_OK || r == NULL)
         return dlock__rd_io_error(rs, DLOCK_ECONNECT, op);
     if (r->type == REDIS_REPLY_INTEGER)
         *acks = r->integer;
@@ -81,7 +81,7 @@ redisReply *dlock__rd_run_sync(struct dlock__rd_session *rs, int which,
             *code = DLOCK_ENOMEM;
             return NULL;
         }
-        if (redisGetReply(rs->rc, (void **)&r) != REDIS_OK || r == NULL)
+        if (dlock__rd_get_reply(rs->rc, &r) != REDIS_OK || r == NULL)
             return NULL;
         if ((*code = dlock__rd_wait_read(rs, acks, "WAIT")) != DLOCK_OK) {
             freeReplyObject(r);

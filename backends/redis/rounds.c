@@ -201,7 +201,7 @@ static int round_send(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
             redisAppendCommandArgv(nd->rc, cmds[k].argc, cmds[k].argv,
                                    cmds[k].lens);
         while (!done)
-            if (redisBufferWrite(nd->rc, &done) != REDIS_OK)
+            if (dlock__rd_buffer_write(nd->rc, &done) != REDIS_OK)
                 break;
         if (!done) {
             node_down(nd, nd->rc->errstr);

@@ -68,7 +68,8 @@ static int ask_sentinel(const struct dlock__rd_conf *cf,
                            &code);
     if (rc == NULL)
         return code;
-    r = redisCommand(rc, "SENTINEL get-master-addr-by-name %s", cf->sentinel);
+    r = dlock__rd_command(rc, "SENTINEL get-master-addr-by-name %s",
+                          cf->sentinel);
     code = DLOCK_ERROR;
     if (r == NULL) {
         snprintf(why, cap, "sentinel %s:%d: %s", s->host, s->port,
@@ -100,7 +101,7 @@ static int ask_sentinel(const struct dlock__rd_conf *cf,
  * 0 anything else (role in why), -1 the connection failed. */
 static int ask_role(redisContext *rc, int *nreplicas, char *why, size_t cap)
 {
-    redisReply *r = redisCommand(rc, "ROLE");
+    redisReply *r = dlock__rd_command(rc, "ROLE");
     int res = 0;
 
     if (r == NULL) {
@@ -347,7 +348,7 @@ static void *switch_main(void *arg)
             void *r = NULL;
             int wdone = 0;
             /* Flush the SUBSCRIBE, then read what arrives. */
-            if (redisBufferWrite(rc, &wdone) != REDIS_OK ||
+            if (dlock__rd_buffer_write(rc, &wdone) != REDIS_OK ||
                 (switch_poll(sw, rc->fd, 1000) != 0 &&
                  redisBufferRead(rc) != REDIS_OK))
                 break;

@@ -239,7 +239,7 @@ int dlock__rd_single_renew(struct dlock_session *s,
         return code;
     for (size_t i = 0; i < n; i++) {
         redisReply *r = NULL;
-        if (redisGetReply(rs->rc, (void **)&r) != REDIS_OK || r == NULL)
+        if (dlock__rd_get_reply(rs->rc, &r) != REDIS_OK || r == NULL)
             return dlock__rd_io_error(rs, DLOCK_ECONNECT, "renew");
         if (dlock__rd_noscript(r)) {
             items[i].result = DLOCK_EBUSY; /* marker: run again below */

@@ -228,7 +228,10 @@ struct dlock_mode {
                  size_t n);
     /* Required. Owner-checked; never removes someone else's lock. Returns
      * DLOCK_OK, DLOCK_ENOTOWNER (free, expired or another owner's), or an
-     * error. */
+     * error. In a mode without DLOCK_CAP_CONN_BOUND, a release that said
+     * DLOCK_ECONNECT is called once more for the same grant over a fresh
+     * session [B-CONN-2]: it must leave the grant usable for that, or
+     * answer the second call DLOCK_ECONNECT again. */
     int (*release)(struct dlock_session *s, const struct dlock_request *req,
                    struct dlock_grant *grant);
     /* Optional. Return DLOCK_OK when a release of req->name is announced,

@@ -654,6 +654,47 @@ static void conformance__connection_cut_noticed(void **state)
     dlock_client_close(other);
 }
 
+/* [B-CONN-2] A release sent right after a connection cut, before the
+ * watchdog has confirmed the lock on a new session. A lock that outlives
+ * connections is released over a fresh session, so another client gets
+ * it at once instead of after the 30 s lease; a connection-bound lock
+ * was freed by the server with its connection and the release says so,
+ * and ZooKeeper's node is deleted once its session is back. */
+static void conformance__release_right_after_cut(void **state)
+{
+    const char *name = h_name("cutrel");
+    uint16_t port = h_uri_port(uri);
+    dlock_client *other;
+    dlock_lock *a, *b;
+    int rc;
+
+    (void)state;
+    if (port == 0)
+        skip();
+    a = h_lock(cl, name, 30000, 0);
+    assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
+    assert_true(h_shutdown_connections(port) >= 1);
+    rc = dlock_release(a);
+    if (rc != DLOCK_OK)
+        fprintf(stderr, "  release after the cut: %d %s\n", rc,
+                dlock_lock_errmsg(a));
+    if (caps & DLOCK_CAP_SURVIVES_RECONNECT)
+        /* ZooKeeper: the node is deleted when the session is back. */
+        assert_true(rc == DLOCK_OK || rc == DLOCK_ECONNECT);
+    else if (caps & DLOCK_CAP_CONN_BOUND)
+        assert_int_equal(rc, DLOCK_ELOST);
+    else
+        assert_int_equal(rc, DLOCK_OK);
+    other = h_client(uri);
+    assert_non_null(other);
+    b = h_lock(other, name, 30000, 0);
+    assert_int_equal(dlock_acquire(b, 5000), DLOCK_OK);
+    assert_int_equal(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(other);
+}
+
 /* Child role "pausable NAME LEASE_MS GATE_FD REPORT_FD": take the lock,
  * say so on the gate, then sample dlock_held() every millisecond. When
  * on_lost fires (or held turns 0), write "<last held-1 sample ns>
@@ -1005,6 +1046,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(conformance__client_close_releases),
         cmocka_unit_test(conformance__exec_child_keeps_no_descriptor),
         cmocka_unit_test(conformance__connection_cut_noticed),
+        cmocka_unit_test(conformance__release_right_after_cut),
         cmocka_unit_test(conformance__paused_holder_stops_believing),
     };
     int failed;

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -346,15 +349,22 @@ int h_cut_connections(pid_t pid, uint16_t port)
     static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
     unsigned long inodes[512];
     size_t ni = socket_inodes(pid, inodes, 512);
+    char cmd[4096];
+    size_t used;
     int cut = 0;
 
+    /* One `ss -K` for all of them: cut one by one (a fork and exec each),
+     * the process would reconnect over a socket not cut yet, and that one
+     * would end after the caller thinks the fault is over. */
+    used = (size_t)snprintf(cmd, sizeof cmd,
+                            "ss -K -tn '( dport = :%u and ( ", port);
     for (size_t t = 0; t < 2; t++) {
         char line[512];
         FILE *f = fopen(tables[t], "r");
         if (f == NULL)
             continue;
         while (fgets(line, sizeof line, f) != NULL) {
-            char local[64], remote[64], cmd[256];
+            char local[64], remote[64];
             unsigned lport, rport, st;
             unsigned long inode;
             char *lc, *rc;
@@ -368,22 +378,50 @@ int h_cut_connections(pid_t pid, uint16_t port)
                 sscanf(rc + 1, "%x", &rport) != 1 || rport != port)
                 continue;
             for (size_t i = 0; i < ni; i++) {
-                if (inodes[i] != inode)
+                if (inodes[i] != inode || used + 48 > sizeof cmd)
                     continue;
-                snprintf(cmd, sizeof cmd,
-                         "ss -K -tn '( sport = :%u and dport = :%u )' "
-                         ">/dev/null",
-                         lport, rport);
-                if (system(cmd) != 0) {
-                    fclose(f);
-                    return -1;
-                }
+                used += (size_t)snprintf(cmd + used, sizeof cmd - used,
+                                         "%ssport = :%u", cut ? " or " : "",
+                                         lport);
                 cut++;
             }
         }
         fclose(f);
     }
-    return cut;
+    if (cut == 0)
+        return 0;
+    snprintf(cmd + used, sizeof cmd - used, " ) )' >/dev/null");
+    return system(cmd) == 0 ? cut : -1;
+}
+
+int h_shutdown_connections(uint16_t port)
+{
+    struct dirent *e;
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof sa;
+        char *endp;
+        long fd = strtol(e->d_name, &endp, 10);
+        uint16_t p;
+        if (e->d_name[0] == '.' || *endp != '\0' || fd == dirfd(d) ||
+            getpeername((int)fd, (struct sockaddr *)&sa, &len) != 0)
+            continue;
+        if (sa.ss_family == AF_INET)
+            p = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+        else if (sa.ss_family == AF_INET6)
+            p = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+        else
+            continue;
+        if (p == port && shutdown((int)fd, SHUT_RDWR) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
 }
 
 int h_foreign_fds(pid_t pid, const int *keep, size_t n, char *out,

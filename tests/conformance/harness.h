@@ -70,6 +70,12 @@ uint16_t h_uri_port(const char *uri);
  */
 int h_cut_connections(pid_t pid, uint16_t port);
 /*
+ * End this process's own TCP connections to port at once (shutdown(2)):
+ * the next call on one fails at once, before any thread of the library
+ * has had time to react. Returns how many.
+ */
+int h_shutdown_connections(uint16_t port);
+/*
  * The descriptors of process pid other than 0, 1, 2 and those in keep
  * (n of them), as "fd -> target" lines in out; returns how many.
  */
