@@ -425,7 +425,7 @@ int dlock__lock_drop(struct dlock_lock *lk)
 {
     struct dlock_client *c = lk->c;
     struct dlock__sess *ss;
-    bool retried = false;
+    char first[DLOCK__ERRMSG_MAX] = "";
     int rc;
 
     /* [B-RELEASE-1] and core's promise to users: the renewal is cancelled
@@ -436,45 +436,46 @@ int dlock__lock_drop(struct dlock_lock *lk)
      * freed it, whatever the release below says. */
     if (atomic_load(&lk->held.pin.watch_fd) == DLOCK__FD_GONE)
         dlock__held_lose(&lk->held);
+    ss = dlock__checkout_grant(&c->pool, lk->held.pin.sess, lk->errmsg,
+                               sizeof lk->errmsg, &rc);
     /* [B-CONN-2]: a lock that outlives its connection is released again
      * over a new session when the first one turns out to have ended (a
      * cut the watch had not reported yet; the idle sessions may have ended
      * with it, so not one of those). The release is owner-checked, so
      * sending it twice cannot free another owner's lock. */
-    for (int tries = 0; tries < 2; tries++) {
-        ss = !retried ? dlock__checkout_grant(&c->pool, lk->held.pin.sess,
-                                              lk->errmsg, sizeof lk->errmsg,
-                                              &rc)
-                      : dlock__checkout(&c->pool, DLOCK__PICK_NEW, NULL,
-                                        lk->errmsg, sizeof lk->errmsg, &rc);
-        if (ss == NULL)
-            break;
+    for (int tries = 0; ss != NULL; tries++) {
         dlock__sess_begin(ss, "release", lk->name, lk->errmsg,
                           sizeof lk->errmsg);
         rc = c->mode->release(ss->s, &lk->req, &lk->held.grant);
         dlock__unpin(&lk->held.pin);
         dlock__checkin(ss, rc);
-        if (rc != DLOCK_ECONNECT || (c->caps & DLOCK_CAP_CONN_BOUND))
+        if (rc != DLOCK_ECONNECT || (c->caps & DLOCK_CAP_CONN_BOUND) ||
+            tries > 0)
             break;
-        retried = true;
+        memcpy(first, lk->errmsg, sizeof first);
+        lk->errmsg[0] = '\0';
+        ss = dlock__checkout(&c->pool, DLOCK__PICK_NEW, NULL, lk->errmsg,
+                             sizeof lk->errmsg, &rc);
     }
-    /* The connection that held a conn-bound lock turned out to have ended
-     * (before the watch said so): the lock went with it. */
-    if (rc == DLOCK_ECONNECT && (c->caps & DLOCK_CAP_CONN_BOUND) &&
-        !(c->caps & DLOCK_CAP_SURVIVES_RECONNECT))
-        dlock__held_lose(&lk->held);
     lk->depth = 0;
     if (dlock__held_released(&lk->held)) {
         lk->errmsg[0] = '\0';
         return lock_error(lk, DLOCK_ELOST, "release",
                           "the lock had been lost before this release");
     }
-    if (retried && rc == DLOCK_ENOTOWNER) {
-        lk->errmsg[0] = '\0';
-        return lock_error(lk, DLOCK_ENOTOWNER, "release",
-                          "the first release's answer was lost with its "
-                          "connection; the second found the lock gone "
-                          "(freed by the first, or its lease ran out)");
+    /* Sent twice and not confirmed: both answers, and ECONNECT. If the
+     * second found the lock no longer ours, the first went through or the
+     * lease ran out; which, the lost answer would have said. */
+    if (first[0] != '\0' && rc != DLOCK_OK) {
+        size_t used = strlen(first);
+        snprintf(first + used, sizeof first - used,
+                 "; sent again over a new connection: %s",
+                 rc == DLOCK_ENOTOWNER ? "no longer ours (the first went "
+                                         "through, or the lease ran out)"
+                 : lk->errmsg[0]       ? lk->errmsg
+                                       : dlock_strerror(rc));
+        memcpy(lk->errmsg, first, sizeof first);
+        return DLOCK_ECONNECT;
     }
     return lock_result(lk, rc, "release");
 }

@@ -490,13 +490,14 @@ DLOCK_API int dlock_client_dispatch(dlock_client *c);
  * renewal can never resurrect the lock) and then releases it on the server,
  * checking the owner.
  *
- * @return DLOCK_OK, DLOCK_ENOTHELD, DLOCK_ELOST (it had been lost, or
- *         the connection that held it had ended; the handle is now free to
- *         acquire again), DLOCK_ENOTOWNER (another owner holds it: ours had
- *         expired), DLOCK_ECONNECT (the handle is released locally all the
- *         same; the server frees the lock when its lease or session ends).
- *         A lock that outlives connections is released over a fresh one if
- *         the first turns out to have ended.
+ * @return DLOCK_OK, DLOCK_ENOTHELD, DLOCK_ELOST (it had been lost; the
+ *         handle is now free to acquire again), DLOCK_ENOTOWNER (another
+ *         owner holds it: ours had expired), DLOCK_ECONNECT (the handle is
+ *         released locally all the same; the server frees the lock when its
+ *         lease or connection ends). A lock that outlives connections is
+ *         released over a new connection when the first turns out to have
+ *         ended; DLOCK_ECONNECT then means neither release was answered, or
+ *         the second found the lock no longer ours (the message says).
  * Threads: one thread at a time per lock handle.
  */
 DLOCK_API int dlock_release(dlock_lock *lk);
