@@ -73,6 +73,13 @@ static int pg_connect_code(char *msg)
         if (strncmp(f + 8, "28P01", 5) == 0 || strncmp(f + 8, "28000", 5) == 0)
             code = DLOCK_EAUTH;
         memmove(f + 8, f + 15, strlen(f + 15) + 1);
+    } else if (strstr(msg, "password authentication failed") != NULL ||
+               strstr(msg, "no pg_hba.conf entry") != NULL) {
+        /* Several hosts: libpq's blocking connect cannot be made verbose
+         * first, so the message has no SQLSTATE; these are libpq's and the
+         * server's words for 28P01 and 28000 (in English, the server's
+         * default lc_messages). */
+        code = DLOCK_EAUTH;
     }
     return code;
 }
@@ -90,7 +97,8 @@ PGconn *dlock__pg_connect_raw(const struct pg_conf *cf, int64_t deadline,
     if (cf->multi_host) {
         /* libpq's blocking connect tries the hosts in turn and gives each
          * connect_timeout; our own poll loop below cannot skip a host. It
-         * cannot be made verbose first: a refused login is ECONNECT. */
+         * cannot be made verbose first: pg_connect_code() knows a refused
+         * login by its words. */
         c = PQconnectdbParams(cf->kw, cf->val, 0);
     } else {
         c = PQconnectStartParams(cf->kw, cf->val, 0);

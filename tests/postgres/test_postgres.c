@@ -503,6 +503,12 @@ static void postgres__uri_parameters(void **state)
         snprintf(bad, sizeof bad, "%.*s@127.0.0.1:1,127.0.0.1:%d/dlock",
                  (int)(at - u), u, port);
         expect_open(DLOCK_OK, bad, NULL);
+        /* Several hosts connect without the SQLSTATE in the message: a
+         * wrong password is still EAUTH (exit 77), not ECONNECT. */
+        snprintf(bad, sizeof bad,
+                 "%.*s:wrong-pw@127.0.0.1:1,127.0.0.1:%d/dlock",
+                 (int)(colon - u), u, port);
+        expect_open(DLOCK_EAUTH, bad, "password authentication failed");
     }
 }
 
