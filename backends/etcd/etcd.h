@@ -248,9 +248,10 @@ int dlock__etcd_enqueue(struct etcd_session *es, const char *owner,
  * an error. */
 int dlock__etcd_delete_if(struct etcd_session *es, const char *key,
                           size_t len, int64_t rev, int64_t io);
-/* "<prefix><name>/" into es->aux; 0, or -1 when too long. */
-int dlock__etcd_queue_prefix(struct etcd_session *es, const char *name,
-                             size_t len);
+/* "<prefix><name>/" into es->aux: a long name is cut and hashed to fit
+ * (dlock__etcd_name_prefix), so it cannot fail. */
+void dlock__etcd_queue_prefix(struct etcd_session *es, const char *name,
+                              size_t len);
 
 /* ---- floor.c ------------------------------------------------------------ */
 

@@ -26,10 +26,7 @@ int dlock__etcd_floor(const struct dlock_uri *uri, const char *name,
     if ((rc = b->open(&s, uri, ctx, err, errlen)) != DLOCK_OK)
         goto out;
     es = (struct etcd_session *)s;
-    if (dlock__etcd_queue_prefix(es, name, strlen(name)) != 0) {
-        rc = dlock_errorf(err, errlen, DLOCK_EINVAL, "name: too long");
-        goto out;
-    }
+    dlock__etcd_queue_prefix(es, name, strlen(name));
     es->key_len = (size_t)snprintf(es->key, sizeof es->key, "%s%llx",
                                    es->aux, (unsigned long long)es->lease);
     for (uint32_t i = 0; i < n && rc == DLOCK_OK; i++) {

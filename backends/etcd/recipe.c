@@ -42,11 +42,10 @@ static void contender_key(struct etcd_session *es,
 
 /* "<prefix><name>/" into es->aux, and the end of its range: the prefix
  * with its last byte ('/') plus one. */
-int dlock__etcd_queue_prefix(struct etcd_session *es, const char *name,
-                             size_t len)
+void dlock__etcd_queue_prefix(struct etcd_session *es, const char *name,
+                              size_t len)
 {
     es->aux_len = dlock__etcd_name_prefix(es->x, es->aux, name, len);
-    return es->aux_len > 0 ? 0 : -1;
 }
 
 static int add_range_key(struct etcd_session *es)
@@ -329,8 +328,7 @@ int dlock__etcd_acquire(struct dlock_session *s,
     int rc, mine, queued = 0, second = 0, own = 0, told = 0;
 
     (void)retry_ms;
-    if (dlock__etcd_queue_prefix(es, req->name, req->name_len) != 0)
-        return dlock__etcd_fail(es, DLOCK_EINVAL, "name: too long");
+    dlock__etcd_queue_prefix(es, req->name, req->name_len);
     for (int tries = 0;; tries++) {
         int64_t io = dlock_now_ms() + x->timeout_ms;
         if ((rc = dlock__etcd_lease_ensure(es, io)) != DLOCK_OK)
@@ -478,8 +476,7 @@ int dlock__etcd_inspect(struct dlock_session *s, const char *name, size_t len,
     long n;
     int rc;
 
-    if (dlock__etcd_queue_prefix(es, name, len) != 0)
-        return dlock__etcd_fail(es, DLOCK_EINVAL, "name: too long");
+    dlock__etcd_queue_prefix(es, name, len);
     es->body.len = 0;
     if (dlock__etcd_buf_printf(&es->body, "{") || add_range_key(es) ||
         dlock__etcd_buf_printf(&es->body, ",\"sort_order\":\"ASCEND\","
