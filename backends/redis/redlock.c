@@ -262,7 +262,12 @@ static int redlock_release(struct dlock_session *s,
     dlock__rd_cmd_evalsha(&c, rs->m->script[RD_SC_RELEASE],
                           rs->sha[RD_SC_RELEASE], &rs->keys, req->owner,
                           req->owner_len, "");
-    dlock__rd_round(rs, &c, 1, round_deadline(rs, dlock_now_ns()));
+    /* No validity to protect here, unlike acquire: wait for the nodes up
+     * to timeout=, not node_timeout=, so that a loaded machine does not
+     * turn a release into "no answer" (a node found down was skipped by
+     * the acquire's round already, and costs no wait). */
+    dlock__rd_round(rs, &c, 1,
+                    dlock_now_ns() + (uint64_t)rs->cf->timeout_ms * 1000000u);
     for (size_t i = 0; i < rs->nnodes; i++) {
         struct dlock__rd_node *nd = &rs->nodes[i];
         if (nd->got != 1 || nd->rep[0]->type != REDIS_REPLY_INTEGER)
@@ -273,10 +278,14 @@ static int redlock_release(struct dlock_session *s,
     dlock__rd_round_free(rs);
     if (deleted > 0)
         return DLOCK_OK;
-    if (answered == 0)
+    /* Only the nodes that did not answer may have had our key: not
+     * "another owner's" unless every node said so. */
+    if (answered < rs->nnodes)
         return dlock_session_error(s, DLOCK_ECONNECT,
-                                   "no node answered%s; the "
-                                   "lock ends with its lease",
+                                   "%zu of %zu nodes answered, none had our "
+                                   "key%s; the lock ends with its lease on "
+                                   "the others",
+                                   answered, rs->nnodes,
                                    dlock__rd_nodes_why(rs, why, sizeof why));
     return dlock_session_error(s, DLOCK_ENOTOWNER,
                                "on no node: the lock is free or "

@@ -271,6 +271,7 @@ static void round_read(struct dlock__rd_session *rs, size_t ncmds,
 int dlock__rd_round(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
                     size_t ncmds, uint64_t deadline_ns)
 {
+    uint64_t start = dlock_now_ns();
     int full = 0;
 
     if (round_send(rs, cmds, ncmds) != 0)
@@ -291,8 +292,10 @@ int dlock__rd_round(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
                 }
         } else {
             char why[64];
-            snprintf(why, sizeof why, "no answer within %u ms",
-                     rs->cf->node_timeout_ms);
+            snprintf(why, sizeof why, "no answer within %llu ms",
+                     (unsigned long long)(deadline_ns > start
+                                              ? (deadline_ns - start) / 1000000
+                                              : 0));
             for (size_t k = 0; k < nd->got; k++)
                 freeReplyObject(nd->rep[k]);
             nd->got = 0;

@@ -1269,6 +1269,69 @@ static void redlock__paused_node_costs_node_timeout(void **state)
     dlock_client_close(c);
 }
 
+/* A raw connection to Redlock node i (1-based) of DLOCK_TEST_REDIS5_HOSTS. */
+static redisContext *raw_node(int i)
+{
+    const char *p = getenv("DLOCK_TEST_REDIS5_HOSTS");
+    struct timeval tv = {5, 0};
+    redisContext *rc;
+
+    assert_non_null(p);
+    while (--i > 0 && p != NULL)
+        if ((p = strchr(p, ',')) != NULL)
+            p++;
+    assert_non_null(p);
+    rc = redisConnectWithTimeout("127.0.0.1", atoi(strchr(p, ':') + 1), tv);
+    assert_non_null(rc);
+    assert_int_equal(rc->err, 0);
+    return rc;
+}
+
+/* A release whose majority answers late: nodes 4 and 5 no longer have the
+ * key (as after a restart) and answer "not ours" at once, the three that
+ * have it are paused. That is not "another owner's" (it was:
+ * DLOCK_ENOTOWNER); it is in doubt, and once the three resume they run the
+ * release that reached them, so another client gets the lock long before
+ * its 30 s lease. */
+static void redlock__late_majority_release_is_in_doubt(void **state)
+{
+    char u[1100], key[300];
+    dlock_client *c, *c2;
+    dlock_lock *lk, *lk2;
+    const char *name = h_name("late-majority");
+    int rc;
+
+    (void)state;
+    snprintf(u, sizeof u, "%s&timeout=600ms", rl_uri);
+    snprintf(key, sizeof key, "dlock:{%s}", name);
+    c = h_client(u);
+    lk = new_lock(c, name, 30000, NULL, NULL);
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+    for (int i = 4; i <= 5; i++) {
+        redisContext *rc5 = raw_node(i);
+        assert_int_equal(rint_(rc5, "DEL %s", key), 1);
+        redisFree(rc5);
+    }
+    ctl("pause redis5 1");
+    ctl("pause redis5 2");
+    ctl("pause redis5 3");
+    rc = dlock_release(lk);
+    fprintf(stderr, "  late majority: %s\n", dlock_lock_errmsg(lk));
+    ctl("resume redis5 1");
+    ctl("resume redis5 2");
+    ctl("resume redis5 3");
+    assert_int_equal(rc, DLOCK_ECONNECT);
+    assert_non_null(strstr(dlock_lock_errmsg(lk), "none had our key"));
+    c2 = h_client(rl_uri);
+    lk2 = new_lock(c2, name, 0, NULL, NULL);
+    assert_int_equal(dlock_acquire(lk2, 5000), DLOCK_OK);
+    assert_int_equal(dlock_release(lk2), DLOCK_OK);
+    dlock_lock_free(lk2);
+    dlock_client_close(c2);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
 /* Child "contend NAME DIR SECONDS": take NAME again and again; inside, make
  * DIR/inside with O_EXCL (it exists: two holders) and remove it. */
 static int contend_child(char **args)
@@ -1785,6 +1848,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(redlock__acquires_with_two_stopped),
         cmocka_unit_test(redlock__fails_clearly_with_three_stopped),
         cmocka_unit_test(redlock__paused_node_costs_node_timeout),
+        cmocka_unit_test(redlock__late_majority_release_is_in_doubt),
         cmocka_unit_test(redlock__no_two_holders_through_restarts),
         cmocka_unit_test(redlock__exec_child_sees_no_descriptor),
         cmocka_unit_test(redlock__restarted_nodes_sit_out_their_delay),
