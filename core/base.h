@@ -16,6 +16,7 @@
  *   watchdog.h  watchdog.c            renewals and the connection watch
  *   client.h    clientref.c           the client's state and lifetime
  *   lock.h      lock.c                lock handles: the public lock calls
+ *               multi.c               several locks as one, over lock.c
  *               client.c              the public client calls (the top)
  *
  * Names shared between files carry the dlock__ prefix; nothing of them is

@@ -502,6 +502,49 @@ DLOCK_API int dlock_client_dispatch(dlock_client *c);
  */
 DLOCK_API int dlock_release(dlock_lock *lk);
 
+/* ------------------------------------------------------------------------ */
+/* Several locks as one                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* The most handles one dlock_acquire_all() takes. */
+#define DLOCK_ACQUIRE_ALL_MAX 1024
+
+/**
+ * Take all n locks, or none. The handles may belong to different clients
+ * and backends. They are taken in one order that does not depend on the
+ * list (by lock name, then by the client's URI as written), so two callers
+ * listing the same locks in different orders cannot deadlock; spell a
+ * URI alike in every process when one name is locked on several backends.
+ * timeout_ms bounds the whole call, not each lock. If one acquire fails,
+ * the locks this call took are released, in reverse order, and that
+ * failure is returned; *failed (if failed is not NULL) is then the index
+ * in locks[] of the handle that failed, whose dlock_lock_errmsg() says
+ * why, and -1 otherwise. A handle that already holds its lock counts one
+ * level more, as with dlock_acquire().
+ *
+ * @param locks       n handles from dlock_lock_new()
+ * @param timeout_ms  0 (one attempt at each), milliseconds for the whole
+ *                    call, or DLOCK_WAIT_FOREVER
+ * @param cx          a cancellation source watched by every acquire, or
+ *                    NULL
+ * @return as dlock_acquire_cancellable(), with DLOCK_ETIMEDOUT when the
+ *         timeout ran out; DLOCK_EINVAL for n 0 or over
+ *         DLOCK_ACQUIRE_ALL_MAX, a NULL handle, or two handles of one lock
+ *         (the second would wait for the first forever).
+ * Threads: one thread at a time per lock handle.
+ */
+DLOCK_API int dlock_acquire_all(dlock_lock *const *locks, size_t n,
+                                uint32_t timeout_ms, dlock_cancel *cx,
+                                int *failed);
+
+/**
+ * dlock_release() of each of n handles, last first; every handle is
+ * released whatever the others say.
+ * @return DLOCK_OK, or the first failure in that order; DLOCK_EINVAL
+ *         for a NULL handle (the others are still released).
+ */
+DLOCK_API int dlock_release_all(dlock_lock *const *locks, size_t n);
+
 /**
  * Renew now, with the handle's lease: extend a lease, or prove the session
  * that holds a connection-bound lock alive. The watchdog does this by itself

@@ -696,6 +696,141 @@ static void conformance__release_right_after_cut(void **state)
     dlock_client_close(other);
 }
 
+/* ---- several locks as one ---------------------------------------------- */
+
+#define MULTI_PROCS 4
+#define MULTI_CYCLES 40
+
+/* One locked increment of DIR/<name>'s counter (a plain file). */
+static int bump_file(const char *dir, const char *name)
+{
+    char path[600], buf[32] = {0};
+    long v = 0;
+    int fd, n, bad;
+
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if ((fd = open(path, O_RDWR | O_CREAT, 0600)) < 0)
+        return -1;
+    if (pread(fd, buf, sizeof buf - 1, 0) > 0)
+        v = strtol(buf, NULL, 10);
+    n = snprintf(buf, sizeof buf, "%-20ld", v + 1);
+    bad = pwrite(fd, buf, (size_t)n, 0) != n;
+    close(fd);
+    return bad ? -1 : 0;
+}
+
+/* Child role "multi FIRST SECOND DIR": MULTI_CYCLES times, both locks
+ * through one dlock_acquire_all() listing them in this order, and a locked
+ * increment of each name's counter file. Half the children list them the
+ * other way round: in list order, they would deadlock. */
+static int multi_child(char **args)
+{
+    dlock_client *c = h_client(getenv("DLOCK_URI"));
+    dlock_lock *lk[2];
+    int bad = 0, failed;
+
+    if (c == NULL)
+        return 3;
+    lk[0] = h_lock(c, args[0], 0, 0);
+    lk[1] = h_lock(c, args[1], 0, 0);
+    for (int i = 0; i < MULTI_CYCLES && !bad; i++) {
+        int rc = dlock_acquire_all(lk, 2, 60000, NULL, &failed);
+        if (rc != DLOCK_OK) {
+            fprintf(stderr, "child: acquire_all: %s\n",
+                    failed >= 0 ? dlock_lock_errmsg(lk[failed]) : "?");
+            bad = 5;
+            break;
+        }
+        if (!dlock_held(lk[0]) || !dlock_held(lk[1]))
+            bad = 6;
+        if (bump_file(args[2], args[0]) != 0 ||
+            bump_file(args[2], args[1]) != 0)
+            bad = 7;
+        if (dlock_release_all(lk, 2) != DLOCK_OK)
+            bad = 8;
+    }
+    dlock_lock_free(lk[0]);
+    dlock_lock_free(lk[1]);
+    dlock_client_close(c);
+    return bad;
+}
+
+/* dlock_acquire_all(): processes listing two locks in opposite orders all
+ * finish (no deadlock) and the unfenced counters behind both locks lose no
+ * increment; one timeout covers the call, and a timed-out call holds
+ * nothing; bad lists are refused and name the handle. */
+static void conformance__acquire_all_no_deadlock(void **state)
+{
+    char pn[128], qn[128], path[600], buf[32];
+    pid_t pids[MULTI_PROCS];
+    dlock_client *other = h_client(uri);
+    dlock_lock *lk[3], *b;
+    int failed, fd;
+    int64_t t0, took;
+
+    (void)state;
+    snprintf(pn, sizeof pn, "%s", h_name("multi-p"));
+    snprintf(qn, sizeof qn, "%s", h_name("multi-q"));
+    for (int i = 0; i < MULTI_PROCS; i++)
+        pids[i] = i % 2 ? h_spawn("multi", pn, qn, h_scratch())
+                        : h_spawn("multi", qn, pn, h_scratch());
+    for (int i = 0; i < MULTI_PROCS; i++)
+        assert_int_equal(h_wait(pids[i]), 0);
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s", h_scratch(), k ? qn : pn);
+        fd = open(path, O_RDONLY);
+        assert_true(fd >= 0);
+        memset(buf, 0, sizeof buf);
+        assert_true(pread(fd, buf, sizeof buf - 1, 0) > 0);
+        close(fd);
+        assert_int_equal(strtol(buf, NULL, 10), MULTI_PROCS * MULTI_CYCLES);
+    }
+
+    /* The second lock is held elsewhere: the call times out as a whole,
+     * names it, and leaves the first free. */
+    lk[0] = h_lock(cl, pn, 0, 0);
+    lk[1] = h_lock(cl, qn, 0, 0);
+    b = h_lock(other, qn, 0, 0);
+    assert_int_equal(dlock_acquire(b, 5000), DLOCK_OK);
+    assert_int_equal(dlock_acquire_all(lk, 2, 0, NULL, &failed), DLOCK_EBUSY);
+    assert_int_equal(failed, 1);
+    t0 = h_now_ms();
+    assert_int_equal(dlock_acquire_all(lk, 2, 300, NULL, &failed),
+                     DLOCK_ETIMEDOUT);
+    took = h_now_ms() - t0;
+    assert_int_equal(failed, 1);
+    assert_true(took < 3000); /* one timeout for the call, generously */
+    assert_false(dlock_held(lk[0]));
+    assert_int_equal(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(b);
+    b = h_lock(other, pn, 0, 0);
+    assert_int_equal(dlock_acquire(b, 5000), DLOCK_OK); /* none was kept */
+    assert_int_equal(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(b);
+
+    /* Bad lists: a NULL, the same handle twice, two handles of one lock. */
+    lk[2] = NULL;
+    assert_int_equal(dlock_acquire_all(lk, 3, 0, NULL, &failed),
+                     DLOCK_EINVAL);
+    assert_int_equal(failed, 2);
+    assert_int_equal(dlock_acquire_all(lk, 0, 0, NULL, &failed),
+                     DLOCK_EINVAL);
+    lk[2] = lk[0];
+    assert_int_equal(dlock_acquire_all(lk, 3, 0, NULL, &failed),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_lock_errmsg(lk[failed]), "twice"));
+    lk[2] = h_lock(cl, pn, 0, 0);
+    assert_int_equal(dlock_acquire_all(lk, 3, 0, NULL, &failed),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_lock_errmsg(lk[failed]), "same lock"));
+    assert_false(dlock_held(lk[0]));
+    assert_int_equal(dlock_acquire_all(lk, 2, 5000, NULL, NULL), DLOCK_OK);
+    assert_int_equal(dlock_release_all(lk, 2), DLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        dlock_lock_free(lk[i]);
+    dlock_client_close(other);
+}
+
 /* Child role "pausable NAME LEASE_MS GATE_FD REPORT_FD": take the lock,
  * say so on the gate, then sample dlock_held() every millisecond. When
  * on_lost fires (or held turns 0), write "<last held-1 sample ns>
@@ -1048,12 +1183,14 @@ int main(int argc, char **argv)
         cmocka_unit_test(conformance__exec_child_keeps_no_descriptor),
         cmocka_unit_test(conformance__connection_cut_noticed),
         cmocka_unit_test(conformance__release_right_after_cut),
+        cmocka_unit_test(conformance__acquire_all_no_deadlock),
         cmocka_unit_test(conformance__paused_holder_stops_believing),
     };
     int failed;
 
     static const struct h_role roles[] = {
         {"counter", counter_child},
+        {"multi", multi_child},
         {"hold", hold_child},
         {"holdexec", holdexec_child},
         {"pausable", pausable_child},
