@@ -5,7 +5,8 @@
  *     ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)
  * whose OK packet carries the new value (mysql_stmt_insert_id), so no
  * SELECT follows. The row also names the owner that took the token, which
- * is the holder while the lock is held (every mode is exclusive): how
+ * is the holder while an exclusive lock is held (a shared holder of
+ * for_update leaves the name empty): how
  * `dlock inspect` shows the holder's DLOCK_OWNER on modes whose own state
  * cannot (GET_LOCK knows a connection id; a FOR UPDATE row's owner is not
  * committed). The bump is always autocommitted: a token handed out

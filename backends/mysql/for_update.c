@@ -1,8 +1,8 @@
 /*
  * for_update.c: mode for_update, an open transaction that locked the
- * name's row with SELECT … FOR UPDATE (NOWAIT for a try,
- * innodb_lock_wait_timeout for a timed wait, so the server queues
- * waiters). COMMIT releases it; a dead connection rolls the transaction
+ * name's row with SELECT … FOR UPDATE, or LOCK IN SHARE MODE for a shared
+ * (reader) lock (NOWAIT for a try, innodb_lock_wait_timeout for a timed
+ * wait, so the server queues waiters). COMMIT releases it; a dead connection rolls the transaction
  * back and frees it. Each held lock ties up a connection of its own
  * (DLOCK_CAP_SESSION_PER_LOCK), whose statements all run in transactions
  * (autocommit off) at READ COMMITTED: no gap locks, no stale snapshot
@@ -44,7 +44,14 @@ static const char *const fu_init[] = {
     "SET SESSION autocommit = 0, SESSION innodb_lock_wait_timeout = 0",
     NULL};
 
-enum { FU_ROW_NOWAIT = MY_SLOT_MODE, FU_ROW_WAIT, FU_ROW_CREATE, FU_SLOTS };
+enum {
+    FU_ROW_NOWAIT = MY_SLOT_MODE,
+    FU_ROW_WAIT,
+    FU_ROW_NOWAIT_SH,
+    FU_ROW_WAIT_SH,
+    FU_ROW_CREATE,
+    FU_SLOTS
+};
 _Static_assert(FU_SLOTS <= MY_SLOTS, "for_update: too many statements");
 
 /* A try. */
@@ -55,6 +62,18 @@ static const struct dlock__my_stmt fu_row_nowait = {
 /* A wait of innodb_lock_wait_timeout. */
 static const struct dlock__my_stmt fu_row_wait = {
     FU_ROW_WAIT, "SELECT 1 FROM `%s_rows` WHERE lock_key = ? FOR UPDATE"};
+
+/* The same for a shared (reader) lock: InnoDB's S lock on the row, which
+ * readers share and a writer's FOR UPDATE waits for. A reader asking
+ * after a writer queued waits behind it, so readers cannot starve it.
+ * MariaDB's syntax (MySQL 8 spells it FOR SHARE). */
+static const struct dlock__my_stmt fu_row_nowait_sh = {
+    FU_ROW_NOWAIT_SH, "SELECT 1 FROM `%s_rows` WHERE lock_key = ?"
+                      " LOCK IN SHARE MODE NOWAIT"};
+
+static const struct dlock__my_stmt fu_row_wait_sh = {
+    FU_ROW_WAIT_SH,
+    "SELECT 1 FROM `%s_rows` WHERE lock_key = ? LOCK IN SHARE MODE"};
 
 /* First use of a name. */
 static const struct dlock__my_stmt fu_row_create = {
@@ -74,6 +93,7 @@ static unsigned fu_fence(struct dlock__my_session *ms,
                          const uint8_t key[MY_KEY_LEN], uint64_t *out)
 {
     struct dlock__my_ctx *x = ms->x;
+    bool shared = req->kind == DLOCK_KIND_SHARED;
     unsigned e = 0;
 
     pthread_mutex_lock(&x->mu);
@@ -88,9 +108,10 @@ static unsigned fu_fence(struct dlock__my_session *ms,
             x->fence_open = true;
         }
         /* A reply lost with the connection may have bumped it already:
-         * once more skips a token, which fencing allows. */
-        if ((e = dlock__my_fence(&x->fence, key, req->owner, req->owner_len,
-                                 out)) == 0 ||
+         * once more skips a token, which fencing allows. A reader does
+         * not name itself: the row names an exclusive holder. */
+        if ((e = dlock__my_fence(&x->fence, key, shared ? "" : req->owner,
+                                 shared ? 0 : req->owner_len, out)) == 0 ||
             !x->fence.broken)
             break;
     }
@@ -197,8 +218,10 @@ static int fu_take(struct dlock__my_session *ms,
             wait_s = cap;
     }
     for (int round = 0; round < 2; round++) {
+        bool sh = req->kind == DLOCK_KIND_SHARED;
         const struct dlock__my_stmt *q =
-            wait_s > 0 ? &fu_row_wait : &fu_row_nowait;
+            wait_s > 0 ? (sh ? &fu_row_wait_sh : &fu_row_wait)
+                       : (sh ? &fu_row_nowait_sh : &fu_row_nowait);
 
         if (wait_s > 0 && (e = fu_set_wait(ms, wait_s)) != 0)
             return dlock__my_fail(ms, c, "set lock wait");
@@ -349,8 +372,9 @@ const struct dlock__my_mode dlock__my_mode_for_update = {
                        "name's row: one connection per held lock",
             .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
                     DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT |
-                    DLOCK_CAP_FENCING,
-            .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),
+                    DLOCK_CAP_SHARED | DLOCK_CAP_FENCING,
+            .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
+                     DLOCK_KIND_BIT(DLOCK_KIND_SHARED),
             .retry_min_ms = 1,
             .retry_max_ms = 32,
             .acquire = fu_acquire,

@@ -537,7 +537,7 @@ static void mysql__modes_listed_without_a_server(void **state)
             DLOCK_CAP_BATCH_RENEW,
         DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
             DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT |
-            DLOCK_CAP_FENCING,
+            DLOCK_CAP_SHARED | DLOCK_CAP_FENCING,
         DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
             DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FENCING | DLOCK_CAP_BATCH_RENEW,
     };
@@ -807,6 +807,54 @@ static void mysql__waiters_wait_on_the_server(void **state)
     }
 }
 
+/* for_update's shared locks (LOCK IN SHARE MODE): a reader that comes
+ * after a writer queued waits behind it, so a stream of readers cannot
+ * starve the writer; the writer gets the lock when the readers before it
+ * are done; a reader's fence is a fence like any other. */
+static void mysql__for_update_readers_queue_behind_writer(void **state)
+{
+    dlock_client *a = client_for("for_update", NULL);
+    dlock_client *b = client_for("for_update", NULL);
+    const char *name = h_name("rw");
+    dlock_lock *r1 = h_lock(a, name, 0, DLOCK_LOCK_SHARED);
+    dlock_lock *r2 = h_lock(a, name, 0, DLOCK_LOCK_SHARED);
+    struct waiter w = {h_lock(b, name, 0, 0), -100};
+    pthread_t t;
+    long long seen = 0;
+    uint64_t f1, fw;
+    int64_t end;
+
+    (void)state;
+    assert_int_equal(dlock_acquire(r1, 0), DLOCK_OK);
+    f1 = dlock_fence(r1);
+    assert_true(f1 > 0);
+    pthread_create(&t, NULL, wait_thread, &w);
+    end = h_now_ms() + 10000;
+    while (seen <= 0 && h_now_ms() < end) {
+        h_sleep_ms(50);
+        seen = adm_int("SELECT COUNT(*) FROM information_schema.INNODB_TRX"
+                       " WHERE trx_state = 'LOCK WAIT'");
+    }
+    assert_true(seen > 0);
+    /* The writer is queued: a new reader does not get past it. */
+    assert_int_equal(dlock_try_acquire(r2), DLOCK_EBUSY);
+    assert_int_equal(dlock_release(r1), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    fw = dlock_fence(w.lk);
+    assert_true(fw > f1);
+    assert_int_equal(dlock_try_acquire(r2), DLOCK_EBUSY);
+    assert_int_equal(dlock_release(w.lk), DLOCK_OK);
+    assert_int_equal(dlock_acquire(r2, 5000), DLOCK_OK);
+    assert_true(dlock_fence(r2) > fw);
+    assert_int_equal(dlock_release(r2), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(w.lk);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
 /* ---- the server goes away ------------------------------------------------ */
 
 /*
@@ -972,6 +1020,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(mysql__holder_killed_frees_lock),
         cmocka_unit_test(mysql__killed_connection_and_fence),
         cmocka_unit_test(mysql__waiters_wait_on_the_server),
+        cmocka_unit_test(mysql__for_update_readers_queue_behind_writer),
     };
     const struct CMUnitTest server[] = {
         cmocka_unit_test_setup_teardown(mysql__server_restart, NULL,
