@@ -93,6 +93,14 @@ static void exec_help(void)
         "                            waiting: otherwise a busy lock is said "
         "to be\n"
         "                            waited for, with its holder)\n"
+        "  --and NAME2               hold NAME2 too (repeatable, up to 63): "
+        "all the\n"
+        "                            locks or none, taken in one order "
+        "whatever the\n"
+        "                            command line's, so runs listing them "
+        "in other\n"
+        "                            orders do not deadlock; -w bounds "
+        "them all\n"
         "flock's -u (unlock) and -F (no fork) are refused: a lock is held "
         "only for\nCOMMAND's run, and the guard process is what keeps "
         "COMMAND from outliving it.\n"
@@ -100,7 +108,9 @@ static void exec_help(void)
         "Durations: 250ms, 5s, 1.5s, 2m, 1h, or 0.\n"
         "COMMAND sees DLOCK_NAME, DLOCK_FENCE (the fencing token: pass it to "
         "the\nstorage you write to) and DLOCK_OWNER in its environment, "
-        "and the\ndescriptors dlock was started with, no other.\n"
+        "and the\ndescriptors dlock was started with, no other. With --and, "
+        "DLOCK_FENCES\nhas every lock's token, in the order the names "
+        "were given.\n"
         "\n"
         "COMMAND never runs without the lock. A guard process between "
         "dlock and\nCOMMAND holds dlock's lock descriptors and "
@@ -142,7 +152,17 @@ static void exec_help(void)
 }
 
 /* Long options without a short form. */
-enum { OPT_URI = 256, OPT_LEASE, OPT_KILL_AFTER, OPT_VERBOSE, OPT_PWFILE };
+enum {
+    OPT_URI = 256,
+    OPT_LEASE,
+    OPT_KILL_AFTER,
+    OPT_VERBOSE,
+    OPT_PWFILE,
+    OPT_AND
+};
+
+/* NAME and the --and names. */
+#define EXEC_NAMES_MAX 64
 
 /* -w/--wait/--timeout: flock(1)'s seconds ("5", "0.5"), or a duration
  * with its unit ("300ms"). */
@@ -567,10 +587,12 @@ static int exec_run(int argc, char **argv)
         {"unlock", no_argument, NULL, 'u'},
         {"no-fork", no_argument, NULL, 'F'},
         {"quiet", no_argument, NULL, 'q'},
+        {"and", required_argument, NULL, OPT_AND},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *uri = NULL, *name;
+    const char *uri = NULL, *name, *names[EXEC_NAMES_MAX];
+    size_t nnames = 1;
     uint32_t timeout = DLOCK_WAIT_FOREVER, lease = 0, kill_after = 10000;
     unsigned long conflict = EXIT_CONFLICT;
     bool quiet = false, verbose = false;
@@ -581,8 +603,8 @@ static int exec_run(int argc, char **argv)
     int64_t t0;
     dlock_lock_options lo = DLOCK_LOCK_OPTIONS_INIT;
     dlock_client *c = NULL;
-    dlock_lock *lk = NULL;
-    char fence[32];
+    dlock_lock *lks[EXEC_NAMES_MAX] = {NULL}, *lk = NULL;
+    char fence[32], fences[EXEC_NAMES_MAX * 21];
     struct run r;
     int opt, rc, code;
 
@@ -648,6 +670,14 @@ static int exec_run(int argc, char **argv)
         case 'q':
             quiet = true;
             break;
+        case OPT_AND:
+            if (nnames == EXEC_NAMES_MAX) {
+                tool_err("exec", "--and: at most %d names in all",
+                         EXEC_NAMES_MAX);
+                return EXIT_USAGE;
+            }
+            names[nnames++] = optarg;
+            break;
         case 'h':
             exec_help();
             return 0;
@@ -664,7 +694,7 @@ static int exec_run(int argc, char **argv)
         tool_err("exec", "missing NAME and COMMAND (try `dlock exec --help`)");
         return EXIT_USAGE;
     }
-    name = argv[optind++];
+    name = names[0] = argv[optind++];
     /* flock's own order: NAME -c LINE */
     if (line == NULL && optind < argc &&
         (strcmp(argv[optind], "-c") == 0 ||
@@ -716,15 +746,26 @@ static int exec_run(int argc, char **argv)
     }
     lo.lease_ms = lease;
     lo.on_lost = on_lost;
-    rc = dlock_lock_new(&lk, c, name, &lo);
-    if (rc != DLOCK_OK) {
-        tool_err("exec", "NAME: %s", dlock_client_errmsg(c));
-        code = tool_exit_for(rc);
-        goto out;
+    for (size_t i = 0; i < nnames; i++) {
+        rc = dlock_lock_new(&lks[i], c, names[i], &lo);
+        if (rc != DLOCK_OK) {
+            tool_err("exec", "%s: %s", i == 0 ? "NAME" : "--and",
+                     dlock_client_errmsg(c));
+            code = tool_exit_for(rc);
+            goto out;
+        }
     }
+    lk = lks[0];
     t0 = guard_now_ms();
     catch_wait_signals(&r, c);
-    rc = acquire(c, lk, name, timeout, quiet);
+    if (nnames == 1) {
+        rc = acquire(c, lk, name, timeout, quiet);
+    } else {
+        int failed = -1;
+        rc = dlock_acquire_all(lks, nnames, timeout, NULL, &failed);
+        if (failed >= 0)
+            lk = lks[failed]; /* whose message says why */
+    }
     if (rc == DLOCK_ECLOSED && wait_signal != 0) {
         tool_err("exec", "%s while waiting for %s: gave up, nothing held",
                  strsignal(wait_signal), name);
@@ -743,6 +784,14 @@ static int exec_run(int argc, char **argv)
     setenv("DLOCK_NAME", name, 1);
     setenv("DLOCK_FENCE", fence, 1);
     setenv("DLOCK_OWNER", dlock_lock_owner(lk), 1);
+    if (nnames > 1) {
+        size_t used = 0;
+        for (size_t i = 0; i < nnames; i++)
+            used += (size_t)snprintf(fences + used, sizeof fences - used,
+                                     "%s%" PRIu64, i ? " " : "",
+                                     dlock_fence(lks[i]));
+        setenv("DLOCK_FENCES", fences, 1);
+    }
     if (verbose)
         fprintf(stderr,
                 "dlock exec: getting lock took %.3f seconds\n"
@@ -751,7 +800,7 @@ static int exec_run(int argc, char **argv)
     catch_signals(&r);
     if (wait_signal != 0) {
         /* It came between the grant and the handlers of the run. */
-        dlock_release(lk);
+        dlock_release_all(lks, nnames);
         tool_err("exec", "%s before %s could start: lock released",
                  strsignal(wait_signal), argv[optind]);
         code = 128 + wait_signal;
@@ -761,19 +810,22 @@ static int exec_run(int argc, char **argv)
     r.gs.kill_after_ms = kill_after;
     code = run_command(&r, argv[optind]);
 
-    rc = dlock_release(lk);
-    if (r.lost || rc == DLOCK_ELOST || rc == DLOCK_ENOTOWNER) {
-        if (!r.lost)
-            tool_err("exec", "%s", dlock_lock_errmsg(lk));
-        code = EXIT_LOST;
-    } else if (rc != DLOCK_OK) {
-        /* The command and all it started have ended; the release itself
-         * failed, and the server frees the lock when its lease or
-         * connection ends. */
-        tool_err("exec", "%s", dlock_lock_errmsg(lk));
+    for (size_t i = nnames; i-- > 0;) {
+        rc = dlock_release(lks[i]);
+        if (r.lost || rc == DLOCK_ELOST || rc == DLOCK_ENOTOWNER) {
+            if (rc != DLOCK_OK && !r.lost)
+                tool_err("exec", "%s", dlock_lock_errmsg(lks[i]));
+            code = EXIT_LOST;
+        } else if (rc != DLOCK_OK) {
+            /* The command and all it started have ended; the release
+             * itself failed, and the server frees the lock when its lease
+             * or connection ends. */
+            tool_err("exec", "%s", dlock_lock_errmsg(lks[i]));
+        }
     }
 out:
-    dlock_lock_free(lk);
+    for (size_t i = 0; i < nnames; i++)
+        dlock_lock_free(lks[i]);
     dlock_client_close(c);
     free(r.inherited.fds);
     free(uri_pw);
