@@ -579,7 +579,14 @@ def _timeout_ms(blocking, timeout):
 # ---- interruptible waits -----------------------------------------------------
 
 def _wait_interruptibly(lock, lk, ms):
-    """dlock_acquire(lk, ms), such that Ctrl-C ends it promptly.
+    """dlock_acquire(lk, ms), such that Ctrl-C ends it promptly."""
+    return _interruptibly(
+        lock.name, lambda t, cx: lib.dlock_acquire_cancellable(lk, t, cx),
+        lambda: lib.dlock_release(lk), ms)
+
+
+def _interruptibly(label, call, undo, ms):
+    """call(ms, cancel) -> rc, such that Ctrl-C ends it promptly.
 
     Python runs signal handlers in the main thread only, and only between
     bytecodes: a main thread inside a C call that blocks for 10 s would see
@@ -588,14 +595,14 @@ def _wait_interruptibly(lock, lk, ms):
     which a signal interrupts. On KeyboardInterrupt (or any exception from
     a signal handler) the token is fired, the helper waited for (the
     library returns within 100 ms of a cancel), a grant that raced the
-    cancel is released, and the exception goes on. Other threads call
-    directly. One attempt comes first, in the calling thread: a free lock
-    costs no thread start (about 0.1 ms).
+    cancel is given back with undo(), and the exception goes on. Other
+    threads call directly. One attempt comes first, in the calling thread:
+    a free lock costs no thread start (about 0.1 ms).
     """
     if threading.current_thread() is not threading.main_thread():
-        return lib.dlock_acquire(lk, ms)
+        return call(ms, ffi.NULL)
     start = time.monotonic()
-    rc = lib.dlock_acquire(lk, 0)
+    rc = call(0, ffi.NULL)
     if rc != lib.DLOCK_EBUSY:
         return rc
     if ms != lib.DLOCK_WAIT_FOREVER:
@@ -610,7 +617,7 @@ def _wait_interruptibly(lock, lk, ms):
 
     def run():
         try:
-            result.append(lib.dlock_acquire_cancellable(lk, ms, cx))
+            result.append(call(ms, cx))
         finally:
             done.set()
 
@@ -621,8 +628,7 @@ def _wait_interruptibly(lock, lk, ms):
     # does not prevent that: a signal taken by another thread meanwhile
     # still raises in the main thread), and the helper must then be
     # cancelled and waited for like any other.
-    helper = threading.Thread(target=run,
-                              name='dlock-acquire %s' % (lock.name,))
+    helper = threading.Thread(target=run, name='dlock-acquire %s' % (label,))
     try:
         helper.start()
         done.wait()
@@ -633,9 +639,67 @@ def _wait_interruptibly(lock, lk, ms):
         if helper._started.wait(1.0):
             _wait_through_signals(done)
         if result and result[0] == 0:
-            lib.dlock_release(lk)
+            undo()
         raise
     return rc
+
+
+def acquire_all(locks, blocking=True, timeout=-1):
+    """Take every Lock of locks, or none (dlock_acquire_all()).
+
+    The locks may belong to different clients and backends. They are
+    taken in one order that does not depend on the list (lock name, then
+    URI), so two callers listing the same locks in different orders never
+    deadlock; timeout (seconds, -1 for ever) covers the whole call. True
+    when all are held; False when one was busy (not blocking) or the
+    timeout ran out, and then none is held; other failures raise, with the
+    message of the lock that failed. Ctrl-C while waiting in the main
+    thread cancels the wait, holding nothing.
+    """
+    locks = list(locks)
+    if not locks:
+        raise ValueError('acquire_all: expected at least one Lock')
+    ms = _timeout_ms(blocking, timeout)
+    lks = ffi.new('dlock_lock *[]', [lock._c for lock in locks])
+    n = len(locks)
+    failed = ffi.new('int *', -1)
+    depths = [lib.dlock_lock_depth(lk) for lk in lks]
+
+    def give_back():
+        for lk, depth in reversed(list(zip(lks, depths))):
+            if lib.dlock_lock_depth(lk) > depth:
+                lib.dlock_release(lk)
+
+    for lock in locks:
+        lock._state.event.clear()
+    try:
+        rc = _interruptibly(
+            'all', lambda t, cx: lib.dlock_acquire_all(lks, n, t, cx, failed),
+            give_back, ms)
+    except BaseException:
+        give_back()
+        raise
+    if rc == 0:
+        return True
+    if rc in (lib.DLOCK_EBUSY, lib.DLOCK_ETIMEDOUT):
+        return False
+    if failed[0] >= 0:
+        raise locks[failed[0]]._error(rc)
+    raise error_for(rc, 'acquire_all: %d locks' % n)
+
+
+def release_all(locks):
+    """Release each Lock of locks (one level each), last first; every one
+    is released whatever the others say, then the first failure raises."""
+    first = None
+    for lock in reversed(list(locks)):
+        try:
+            lock.release()
+        except Exception as e:  # noqa: BLE001 - raised below, after all
+            if first is None:
+                first = e
+    if first is not None:
+        raise first
 
 
 def _wait_through_signals(done):

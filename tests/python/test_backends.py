@@ -292,3 +292,49 @@ def test_sigint_racing_a_grant_leaves_nothing_held(client, name):
     finally:
         signal.signal(signal.SIGINT, old)
     print('20 SIGINT/grant races: %s' % seen)
+
+
+def test_acquire_all_all_or_none_no_deadlock(client, name):
+    """dlock.acquire_all(): a busy lock makes it take none; callers listing
+    the same locks in opposite orders, on two threads, all finish."""
+    na, nb = name + '-a', name + '-b'
+    holder = client.lock(nb)
+    assert holder.acquire(timeout=5)
+    a, b = client.lock(na), client.lock(nb)
+    assert dlock.acquire_all([a, b], blocking=False) is False
+    assert dlock.acquire_all([a, b], timeout=0.3) is False
+    assert not a.owned() and not b.owned()
+    probe = client.lock(na)
+    assert probe.acquire(blocking=False), 'acquire_all kept the free lock'
+    probe.release()
+    with pytest.raises(dlock.InvalidArgument):
+        dlock.acquire_all([a, client.lock(na)], blocking=False)
+    holder.release()
+    assert dlock.acquire_all([b, a], timeout=5)
+    assert a.owned() and b.owned()
+    dlock.release_all([b, a])
+    assert not a.owned() and not b.owned()
+
+    counts = {na: 0, nb: 0}
+    failures = []
+
+    def rounds(first, second):
+        locks = [client.lock(first), client.lock(second)]
+        for _ in range(20):
+            if not dlock.acquire_all(locks, timeout=20):
+                failures.append('timed out: a deadlock?')
+                return
+            for k in (first, second):  # unprotected but for the locks
+                v = counts[k]
+                time.sleep(0.0005)
+                counts[k] = v + 1
+            dlock.release_all(locks)
+
+    threads = [threading.Thread(target=rounds, args=order)
+               for order in ((na, nb), (nb, na), (na, nb), (nb, na))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures, failures
+    assert counts == {na: 80, nb: 80}, counts
