@@ -93,7 +93,7 @@ static void exec_help(void)
         "                            waiting: otherwise a busy lock is said "
         "to be\n"
         "                            waited for, with its holder)\n"
-        "  --and NAME2               hold NAME2 too (repeatable, up to 63): "
+        "  --also NAME2              hold NAME2 too (repeatable, up to 63): "
         "all the\n"
         "                            locks or none, taken in one order "
         "whatever the\n"
@@ -108,7 +108,7 @@ static void exec_help(void)
         "Durations: 250ms, 5s, 1.5s, 2m, 1h, or 0.\n"
         "COMMAND sees DLOCK_NAME, DLOCK_FENCE (the fencing token: pass it to "
         "the\nstorage you write to) and DLOCK_OWNER in its environment, "
-        "and the\ndescriptors dlock was started with, no other. With --and, "
+        "and the\ndescriptors dlock was started with, no other. With --also, "
         "DLOCK_FENCES\nhas every lock's token, in the order the names "
         "were given.\n"
         "\n"
@@ -158,10 +158,10 @@ enum {
     OPT_KILL_AFTER,
     OPT_VERBOSE,
     OPT_PWFILE,
-    OPT_AND
+    OPT_ALSO
 };
 
-/* NAME and the --and names. */
+/* NAME and the --also names. */
 #define EXEC_NAMES_MAX 64
 
 /* -w/--wait/--timeout: flock(1)'s seconds ("5", "0.5"), or a duration
@@ -587,7 +587,7 @@ static int exec_run(int argc, char **argv)
         {"unlock", no_argument, NULL, 'u'},
         {"no-fork", no_argument, NULL, 'F'},
         {"quiet", no_argument, NULL, 'q'},
-        {"and", required_argument, NULL, OPT_AND},
+        {"also", required_argument, NULL, OPT_ALSO},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -670,9 +670,9 @@ static int exec_run(int argc, char **argv)
         case 'q':
             quiet = true;
             break;
-        case OPT_AND:
+        case OPT_ALSO:
             if (nnames == EXEC_NAMES_MAX) {
-                tool_err("exec", "--and: at most %d names in all",
+                tool_err("exec", "--also: at most %d names in all",
                          EXEC_NAMES_MAX);
                 return EXIT_USAGE;
             }
@@ -749,7 +749,7 @@ static int exec_run(int argc, char **argv)
     for (size_t i = 0; i < nnames; i++) {
         rc = dlock_lock_new(&lks[i], c, names[i], &lo);
         if (rc != DLOCK_OK) {
-            tool_err("exec", "%s: %s", i == 0 ? "NAME" : "--and",
+            tool_err("exec", "%s: %s", i == 0 ? "NAME" : "--also",
                      dlock_client_errmsg(c));
             code = tool_exit_for(rc);
             goto out;

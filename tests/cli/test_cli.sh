@@ -389,32 +389,32 @@ expect_status "flock -w 0.3 (seconds): timed out exits 1" 1 "$st"
 expect_status "flock --wait 0 -c: busy exits 1" 1 $?
 [ ! -s "$work/out" ] && [ ! -s "$work/err" ] &&
     ok "flock -q -c: the line did not run, nothing said" || not_ok "-q -c: $(cat "$work/out" "$work/err")"
-# --and: all the locks or none, in one order whatever the command line's
-"$DLOCK" exec -n --and "$held" "$(name and1)" -- true 2>"$work/err"
-expect_status "--and with one busy: conflict, exit 1" 1 $?
-grep -q "$held" "$work/err" && ok "--and: the message names the busy lock" ||
-    not_ok "--and message: $(cat "$work/err")"
-"$DLOCK" exec -n "$(name and1)" -- true
-expect_status "--and: the free lock was not kept" 0 $?
-"$DLOCK" exec --and "$(name and1)" "$(name and1)" -- true 2>"$work/err"
-expect_status "--and with NAME twice: usage, exit 64" 64 $?
-out=$("$DLOCK" exec --and "$(name and2)" "$(name and1)" -- sh -c 'echo "$DLOCK_FENCES"')
+# --also: all the locks or none, in one order whatever the command line's
+"$DLOCK" exec -n --also "$held" "$(name also1)" -- true 2>"$work/err"
+expect_status "--also with one busy: conflict, exit 1" 1 $?
+grep -q "$held" "$work/err" && ok "--also: the message names the busy lock" ||
+    not_ok "--also message: $(cat "$work/err")"
+"$DLOCK" exec -n "$(name also1)" -- true
+expect_status "--also: the free lock was not kept" 0 $?
+"$DLOCK" exec --also "$(name also1)" "$(name also1)" -- true 2>"$work/err"
+expect_status "--also with NAME twice: usage, exit 64" 64 $?
+out=$("$DLOCK" exec --also "$(name also2)" "$(name also1)" -- sh -c 'echo "$DLOCK_FENCES"')
 set -- $out
-[ "$#" = 2 ] && ok "--and: DLOCK_FENCES has both tokens ($out)" ||
-    not_ok "--and: DLOCK_FENCES '$out'"
-and_run() { # first second: five runs holding both, each a moment
+[ "$#" = 2 ] && ok "--also: DLOCK_FENCES has both tokens ($out)" ||
+    not_ok "--also: DLOCK_FENCES '$out'"
+also_run() { # first second: five runs holding both, each a moment
     local i
     for i in 1 2 3 4 5; do
-        "$DLOCK" exec --timeout 20s --and "$2" "$1" -- sleep 0.05 || return 1
+        "$DLOCK" exec --timeout 20s --also "$2" "$1" -- sleep 0.05 || return 1
     done
 }
-and_run "$(name and1)" "$(name and2)" &
+also_run "$(name also1)" "$(name also2)" &
 a1=$!
-and_run "$(name and2)" "$(name and1)" &
+also_run "$(name also2)" "$(name also1)" &
 a2=$!
 pids+=("$a1" "$a2")
-wait "$a1" && wait "$a2" && ok "--and in opposite orders: no deadlock" ||
-    not_ok "--and in opposite orders: a run failed (deadlocked until -w?)"
+wait "$a1" && wait "$a2" && ok "--also in opposite orders: no deadlock" ||
+    not_ok "--also in opposite orders: a run failed (deadlocked until -w?)"
 kill -TERM "$holder"
 wait "$holder"
 expect_status "SIGTERM to dlock reaches the command" 143 $?

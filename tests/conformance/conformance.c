@@ -699,7 +699,16 @@ static void conformance__release_right_after_cut(void **state)
 /* ---- several locks as one ---------------------------------------------- */
 
 #define MULTI_PROCS 4
-#define MULTI_CYCLES 40
+#define MULTI_NAMES 3
+
+/* Rounds per child: 40, or DLOCK_MULTI_CYCLES (the long run: 1000). */
+static int multi_cycles(void)
+{
+    const char *env = getenv("DLOCK_MULTI_CYCLES");
+    int n = env != NULL ? atoi(env) : 0;
+
+    return n > 0 && n <= 100000 ? n : 40;
+}
 
 /* One locked increment of DIR/<name>'s counter (a plain file). */
 static int bump_file(const char *dir, const char *name)
@@ -719,49 +728,58 @@ static int bump_file(const char *dir, const char *name)
     return bad ? -1 : 0;
 }
 
-/* Child role "multi FIRST SECOND DIR": MULTI_CYCLES times, both locks
- * through one dlock_acquire_all() listing them in this order, and a locked
- * increment of each name's counter file. Half the children list them the
- * other way round: in list order, they would deadlock. */
+/* Child role "multi DIR NAME...": multi_cycles() times, the MULTI_NAMES
+ * locks through one dlock_acquire_all() listing them in this order, and a
+ * locked increment of each name's counter file. Half the children list
+ * them the other way round: in list order, they would deadlock. */
 static int multi_child(char **args)
 {
     dlock_client *c = h_client(getenv("DLOCK_URI"));
-    dlock_lock *lk[2];
-    int bad = 0, failed;
+    dlock_lock *lk[MULTI_NAMES];
+    int bad = 0, failed, cycles = multi_cycles();
+    char go[600];
 
     if (c == NULL)
         return 3;
-    lk[0] = h_lock(c, args[0], 0, 0);
-    lk[1] = h_lock(c, args[1], 0, 0);
-    for (int i = 0; i < MULTI_CYCLES && !bad; i++) {
-        int rc = dlock_acquire_all(lk, 2, 60000, NULL, &failed);
+    for (int k = 0; k < MULTI_NAMES; k++)
+        lk[k] = h_lock(c, args[1 + k], 0, 0);
+    /* Start together: DIR/go appears once every child is running. */
+    snprintf(go, sizeof go, "%s/go", args[0]);
+    for (int i = 0; i < 10000 && access(go, F_OK) != 0; i++)
+        h_sleep_ms(1);
+    for (int i = 0; i < cycles && !bad; i++) {
+        int rc = dlock_acquire_all(lk, MULTI_NAMES, 60000, NULL, &failed);
         if (rc != DLOCK_OK) {
             fprintf(stderr, "child: acquire_all: %s\n",
                     failed >= 0 ? dlock_lock_errmsg(lk[failed]) : "?");
             bad = 5;
             break;
         }
-        if (!dlock_held(lk[0]) || !dlock_held(lk[1]))
-            bad = 6;
-        if (bump_file(args[2], args[0]) != 0 ||
-            bump_file(args[2], args[1]) != 0)
-            bad = 7;
-        if (dlock_release_all(lk, 2) != DLOCK_OK)
+        for (int k = 0; k < MULTI_NAMES; k++) {
+            if (!dlock_held(lk[k]))
+                bad = 6;
+            if (bump_file(args[0], args[1 + k]) != 0)
+                bad = 7;
+        }
+        if (dlock_release_all(lk, MULTI_NAMES) != DLOCK_OK)
             bad = 8;
     }
-    dlock_lock_free(lk[0]);
-    dlock_lock_free(lk[1]);
+    for (int k = 0; k < MULTI_NAMES; k++)
+        dlock_lock_free(lk[k]);
     dlock_client_close(c);
     return bad;
 }
 
-/* dlock_acquire_all(): processes listing two locks in opposite orders all
- * finish (no deadlock) and the unfenced counters behind both locks lose no
- * increment; one timeout covers the call, and a timed-out call holds
- * nothing; bad lists are refused and name the handle. */
+/* dlock_acquire_all(): processes listing three locks in opposite orders
+ * all finish, every call within its deadline (no deadlock), and the
+ * unfenced counters behind the locks lose no increment; one timeout covers
+ * the call, and a timed-out call holds nothing; bad lists are refused and
+ * name the handle. The long run: DLOCK_MULTI_CYCLES=1000. */
 static void conformance__acquire_all_no_deadlock(void **state)
 {
-    char pn[128], qn[128], path[600], buf[32];
+    char names[MULTI_NAMES][128], path[600], buf[32];
+    const char *fwd[MULTI_NAMES + 2], *back[MULTI_NAMES + 2];
+    const char *pn = names[0], *qn = names[1];
     pid_t pids[MULTI_PROCS];
     dlock_client *other = h_client(uri);
     dlock_lock *lk[3], *b;
@@ -769,21 +787,35 @@ static void conformance__acquire_all_no_deadlock(void **state)
     int64_t t0, took;
 
     (void)state;
-    snprintf(pn, sizeof pn, "%s", h_name("multi-p"));
-    snprintf(qn, sizeof qn, "%s", h_name("multi-q"));
+    fwd[0] = back[0] = h_scratch();
+    for (int k = 0; k < MULTI_NAMES; k++) {
+        snprintf(names[k], sizeof names[k], "%s", h_name("multi"));
+        fwd[1 + k] = back[MULTI_NAMES - k] = names[k];
+    }
+    fwd[MULTI_NAMES + 1] = back[MULTI_NAMES + 1] = NULL;
+    t0 = h_now_ms();
     for (int i = 0; i < MULTI_PROCS; i++)
-        pids[i] = i % 2 ? h_spawn("multi", pn, qn, h_scratch())
-                        : h_spawn("multi", qn, pn, h_scratch());
+        pids[i] = h_spawn_args("multi", i % 2 ? back : fwd);
+    h_sleep_ms(100); /* they connect, then wait for the go */
+    snprintf(path, sizeof path, "%s/go", h_scratch());
+    fd = open(path, O_WRONLY | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    close(fd);
     for (int i = 0; i < MULTI_PROCS; i++)
         assert_int_equal(h_wait(pids[i]), 0);
-    for (int k = 0; k < 2; k++) {
-        snprintf(path, sizeof path, "%s/%s", h_scratch(), k ? qn : pn);
+    fprintf(stderr, "  acquire_all: %d processes x %d rounds x %d locks in "
+                    "%lld ms\n",
+            MULTI_PROCS, multi_cycles(), MULTI_NAMES,
+            (long long)(h_now_ms() - t0));
+    for (int k = 0; k < MULTI_NAMES; k++) {
+        snprintf(path, sizeof path, "%s/%s", h_scratch(), names[k]);
         fd = open(path, O_RDONLY);
         assert_true(fd >= 0);
         memset(buf, 0, sizeof buf);
         assert_true(pread(fd, buf, sizeof buf - 1, 0) > 0);
         close(fd);
-        assert_int_equal(strtol(buf, NULL, 10), MULTI_PROCS * MULTI_CYCLES);
+        assert_int_equal(strtol(buf, NULL, 10),
+                         MULTI_PROCS * multi_cycles());
     }
 
     /* The second lock is held elsewhere: the call times out as a whole,
@@ -1200,6 +1232,10 @@ int main(int argc, char **argv)
     h_child_dispatch(argc, argv, roles);
     note_inherited();
     uri = h_setup(argc, argv);
+    /* DLOCK_CONFORMANCE_FILTER=PATTERN runs only the matching tests (the
+     * long runs of docs/design.md). */
+    if (getenv("DLOCK_CONFORMANCE_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("DLOCK_CONFORMANCE_FILTER"));
     failed = cmocka_run_group_tests_name("conformance", tests, setup,
                                          teardown);
     h_cleanup();
