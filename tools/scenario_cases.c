@@ -64,6 +64,22 @@ static void result_told(struct sc *s, const struct actor *a, const char *key,
            a->lost ? jms(((double)a->lost_ns - (double)t) / 1e6) : NULL);
 }
 
+/* A lease's time (the effective one), at least 2 s: how long a watchdog
+ * may take to find a lock lost, or a server to fail over. */
+static uint32_t lease_window_ms(const struct sc *s)
+{
+    return s->eff_ms > 2000 ? s->eff_ms : 2000;
+}
+
+/* Give holder a a lease's time to be told of a loss (no wait if it has
+ * been), then whether it still believes it holds. */
+static int holder_settled(struct sc *s, struct actor *a)
+{
+    if (!a->lost)
+        sc_pump(s, lease_window_ms(s), a, "lost", NULL, 0);
+    return sc_held(s, a);
+}
+
 /* The actor starts waiting for the lock (at most s->wait_ms), and has
  * had the time to queue up. */
 static void queue(struct sc *s, struct actor *w)
@@ -485,8 +501,8 @@ static int case_holder_pause(struct sc *s)
     /* Then give the watchdog time to find out (if there is anything to
      * find out: without a second holder the lock is still A's). */
     if (!a->lost)
-        sc_pump(s, !gb.ok ? SETTLE_MS : s->eff_ms > 2000 ? s->eff_ms : 2000,
-             a, "lost", NULL, 0);
+        sc_pump(s, !gb.ok ? SETTLE_MS : lease_window_ms(s), a, "lost", NULL,
+                0);
     if (gb.ok)
         sc_release(s, b, err, sizeof err);
     sc_release(s, a, err, sizeof err);
@@ -579,9 +595,7 @@ static int case_conn_drop(struct sc *s)
     sc_say(s, t_up, "net", "restored (%u connection attempts refused meanwhile)",
         refused);
     /* A's watchdog gets a lease's time to reconnect or to give up. */
-    if (!a->lost)
-        sc_pump(s, s->eff_ms > 2000 ? s->eff_ms : 2000, a, "lost", NULL, 0);
-    int a_held = sc_held(s, a);
+    int a_held = holder_settled(s, a);
     if (gb.ok)
         sc_release(s, b, code, sizeof code);
     sc_release(s, a, code, sizeof code);
@@ -643,9 +657,7 @@ static int case_server_restart(struct sc *s)
 
     /* Watch for a while: the waiter's answer, the holder's loss. */
     sc_acquire_wait(s, w, s->wait_ms + REPLY_TIMEOUT_MS, &gw);
-    if (!a->lost)
-        sc_pump(s, s->eff_ms > 2000 ? s->eff_ms : 2000, a, "lost", NULL, 0);
-    int a_held = sc_held(s, a);
+    int a_held = holder_settled(s, a);
     if (gw.ok)
         sc_release(s, w, code, sizeof code);
     sc_release(s, a, code, sizeof code);
@@ -1039,7 +1051,7 @@ static int case_node_loss(struct sc *s)
     int st = node_cmd(s, "kill", node);
     sc_say(s, bn_now_ns(), "srv", "node %d killed (exit %d)", node, st);
     /* A lease (or session timeout) for a fail-over to happen or not. */
-    sc_pump(s, s->eff_ms > 2000 ? s->eff_ms : 2000, NULL, NULL, NULL, 0);
+    sc_pump(s, lease_window_ms(s), NULL, NULL, NULL, 0);
     int a_held = sc_held(s, a);
     sc_store(s, a, stale, sizeof stale);
     struct got early;
@@ -1181,9 +1193,7 @@ static int case_failover(struct sc *s)
     queue(s, w);
     sc_acquire_wait(s, w, s->wait_ms + REPLY_TIMEOUT_MS, &gw);
     bool two = gw.ok && (!a->lost || a->lost_ns > gw.t);
-    if (!a->lost)
-        sc_pump(s, s->eff_ms > 2000 ? s->eff_ms : 2000, a, "lost", NULL, 0);
-    int a_held = sc_held(s, a);
+    int a_held = holder_settled(s, a);
     if (gw.ok)
         sc_release(s, w, code, sizeof code);
     sc_release(s, a, code, sizeof code);
