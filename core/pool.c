@@ -7,9 +7,11 @@
  * Divisions: errors and logs; opening and closing sessions; watching;
  * checkout and checkin; pins; ended connections.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pool.h"
 
@@ -205,7 +207,7 @@ static struct dlock__sess *sess_open(struct dlock__pool *p, char *errbuf,
     s->core = ss;
     ss->s = s;
     ss->p = p;
-    ss->watch_fd = -1;
+    ss->watch_fd = ss->own_fd = -1;
     pthread_mutex_lock(&p->mu);
     ss->id = ++p->next_id;
     pthread_mutex_unlock(&p->mu);
@@ -249,33 +251,57 @@ void dlock__pool_free(struct dlock__pool *p)
 
 /* ---- watching ---------------------------------------------------------------- */
 
+/* Take ss's descriptor off the watch. Call with p->mu held. */
+static void sess_unwatch(struct dlock__pool *p, struct dlock__sess *ss)
+{
+    if (ss->own_fd >= 0) {
+        dlock__watch_del(p->watch, ss->own_fd);
+        close(ss->own_fd);
+        p->nwatched--;
+    }
+    ss->watch_fd = ss->own_fd = -1;
+}
+
 /* Start or stop watching the socket of ss [B-WATCH-1]. A connection-bound
  * session whose socket goes while it holds grants has lost them: they are
  * marked at once (dlock_held() says 0) and the session is marked ended,
- * for the watchdog to tell their holders. */
+ * for the watchdog to tell their holders.
+ *
+ * Core watches its own dup() of the backend's descriptor, never the
+ * backend's: a client library may close its socket by itself (MariaDB's
+ * does when a write fails) on the thread of a call while the watchdog
+ * thread takes the session off the watch, and the number may by then be
+ * another connection's. Core's copy changes only under p->mu, so the
+ * epoll set and dlock_held()'s poll always name the socket they mean. It
+ * holds the socket open no longer than the session keeps it watched: a
+ * backend withdraws it (-1) before closing its own, and core closes its
+ * copy then, so a connection still ends when the backend closes it. */
 static void sess_watch(struct dlock__sess *ss, int fd)
 {
     struct dlock__pool *p = ss->p;
     bool wake = false;
 
     pthread_mutex_lock(&p->mu);
-    if (ss->watch_fd >= 0 && ss->watch_fd != fd) {
-        dlock__watch_del(p->watch, ss->watch_fd);
-        p->nwatched--;
+    if (ss->watch_fd == fd) {
+        pthread_mutex_unlock(&p->mu);
+        return;
     }
-    if (ss->watch_fd != fd && ss->npinned > 0 &&
-        (p->mode->caps & DLOCK_CAP_CONN_BOUND)) {
+    if (ss->npinned > 0 && (p->mode->caps & DLOCK_CAP_CONN_BOUND)) {
         for (struct dlock__pin *pin = ss->pinned; pin != NULL;
              pin = pin->next)
             atomic_store(&pin->watch_fd, DLOCK__FD_GONE);
         ss->ended = wake = true;
     }
-    if (ss->watch_fd != fd)
-        ss->watch_fd = -1;
-    if (fd >= 0 && ss->watch_fd != fd &&
-        dlock__watch_add(p->watch, fd, ss->id) == DLOCK_OK) {
-        ss->watch_fd = fd;
-        p->nwatched++;
+    sess_unwatch(p, ss);
+    if (fd >= 0) {
+        int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (own >= 0 && dlock__watch_add(p->watch, own, ss->id) == DLOCK_OK) {
+            ss->watch_fd = fd;
+            ss->own_fd = own;
+            p->nwatched++;
+        } else if (own >= 0) {
+            close(own);
+        }
     }
     pthread_mutex_unlock(&p->mu);
     if (wake)
@@ -454,9 +480,9 @@ void dlock__pin(struct dlock__sess *ss, struct dlock__pin *pin)
     ss->npinned++;
     /* A connection that ended right after the grant's reply was already
      * taken off the watch: then the grant is gone with it. */
-    atomic_store(&pin->watch_fd, ss->watch_fd >= 0 ? ss->watch_fd
-                                 : ss->broken      ? DLOCK__FD_GONE
-                                                   : -1);
+    atomic_store(&pin->watch_fd, ss->own_fd >= 0 ? ss->own_fd
+                                 : ss->broken    ? DLOCK__FD_GONE
+                                                 : -1);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -487,11 +513,6 @@ void dlock__unpin(struct dlock__pin *pin)
 static void sess_ended(struct dlock__pool *p, struct dlock__sess *ss,
                        void (*lost)(struct dlock__pin *, void *), void *arg)
 {
-    if (ss->watch_fd >= 0) {
-        dlock__watch_del(p->watch, ss->watch_fd);
-        ss->watch_fd = -1;
-        p->nwatched--;
-    }
     ss->broken = true;
     ss->ended = false;
     if (p->mode->caps & DLOCK_CAP_CONN_BOUND) {
@@ -503,6 +524,8 @@ static void sess_ended(struct dlock__pool *p, struct dlock__sess *ss,
     } else {
         atomic_fetch_add(&p->doubt_gen, 1);
     }
+    /* After the pins stop naming core's descriptor: it is closed here. */
+    sess_unwatch(p, ss);
 }
 
 size_t dlock__pool_ended(struct dlock__pool *p, uint64_t id,
@@ -513,7 +536,7 @@ size_t dlock__pool_ended(struct dlock__pool *p, uint64_t id,
 
     pthread_mutex_lock(&p->mu);
     for (struct dlock__sess *ss = p->sessions; ss != NULL; ss = ss->next) {
-        if ((id != 0 && ss->id == id && ss->watch_fd >= 0) ||
+        if ((id != 0 && ss->id == id && ss->own_fd >= 0) ||
             (id == 0 && ss->ended)) {
             sess_ended(p, ss, lost, arg);
             n++;

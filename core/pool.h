@@ -44,6 +44,8 @@ struct dlock__sess {
     struct dlock__sess *next;
     uint64_t id;        /* unique in the pool: the watch key */
     int watch_fd;       /* dlock_session_watch()'s, -1 if none */
+    int own_fd;         /* core's dup() of it, in the epoll set; -1 if
+                           none (see sess_watch()) */
     bool busy;          /* checked out by one caller */
     bool broken;        /* a call said DLOCK_ECONNECT, or its connection
                            ended */

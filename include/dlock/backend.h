@@ -321,7 +321,10 @@ DLOCK_API int dlock_session_error(struct dlock_session *s, int code,
  * nothing on the call path: core's watchdog thread waits on the descriptor
  * in epoll for a hang-up or error only, never for data. A connection-bound
  * session whose watched descriptor is withdrawn while it holds grants has
- * lost them. Threads: the thread of the current call on s (or open()).
+ * lost them. Core watches a copy (dup()) of fd that it closes when fd is
+ * withdrawn, so a library that closes fd by itself on an error does not
+ * race with the watch. Threads: the thread of the current call on s (or
+ * open()).
  */
 DLOCK_API void dlock_session_watch(struct dlock_session *s, int fd);
 
