@@ -51,6 +51,7 @@ struct dlock_client {
     pthread_mutex_t hmu;       /* the handle list */
     size_t nhandles;
     struct dlock_lock *handles;
+    atomic_size_t nshared;     /* shared handles among them */
 
     char errmsg[DLOCK__ERRMSG_MAX]; /* why dlock_client_open() failed */
 };

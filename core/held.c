@@ -112,6 +112,7 @@ bool dlock__held_renew_result(struct dlock__held *h, int rc, int64_t now)
     case DLOCK_ENOENT:
     case DLOCK_EACCES:
     case DLOCK_ECANCELED:
+    case DLOCK_EDEADLK:
         break;
     }
     /* In doubt: the lock may still be ours. Keep the old lease end (the

@@ -132,6 +132,8 @@ int dlock_lock_new(dlock_lock **out, dlock_client *c, const char *name,
     dlock__held_init(&lk->held, &c->pool, &lk->req, lk, o.on_lost,
                      o.payload);
 
+    if (kind == DLOCK_KIND_SHARED)
+        atomic_fetch_add(&c->nshared, 1);
     pthread_mutex_lock(&c->hmu);
     nhandles = ++c->nhandles;
     lk->next = c->handles;
@@ -173,6 +175,8 @@ void dlock_lock_free(dlock_lock *lk)
         lk->next->prev = lk->prev;
     c->nhandles--;
     pthread_mutex_unlock(&c->hmu);
+    if (lk->req.kind == DLOCK_KIND_SHARED)
+        atomic_fetch_sub(&c->nshared, 1);
     free(lk->name);
     free(lk);
     dlock__client_unref(c);
@@ -180,12 +184,18 @@ void dlock_lock_free(dlock_lock *lk)
 
 /* ---- acquire ---------------------------------------------------------------- */
 
+/* Each thread's own address: who holds a handle (held_by). */
+static _Thread_local char thread_mark;
+
 /* The lock was granted on ss: believe it, pin it, start renewing it, and
  * let the watchdog see its connection. */
 static void lock_granted(struct dlock_lock *lk, struct dlock__sess *ss)
 {
     dlock__held_granted(&lk->held, ss);
     lk->depth = 1;
+    atomic_store(&lk->held_by, atomic_load(&lk->in_async)
+                                   ? 0
+                                   : (uintptr_t)&thread_mark);
     if (uses_watchdog(lk) || atomic_load(&lk->held.pin.watch_fd) >= 0)
         dlock__wd_schedule(&lk->c->wd, &lk->held, uses_watchdog(lk));
 }
@@ -266,6 +276,7 @@ static bool keep_trying(struct dlock_lock *lk, int *rc, bool native,
     case DLOCK_EACCES:
     case DLOCK_ECANCELED:
     case DLOCK_EREPLICAS:
+    case DLOCK_EDEADLK:
         *rc = lock_result(lk, *rc, "acquire");
         return false;
     }
@@ -373,6 +384,30 @@ static int acquire_loop(struct dlock_lock *lk, uint32_t timeout_ms)
     }
 }
 
+/* Does the calling thread hold lk's name through another handle of the
+ * client, one of the two shared? Then a wait would wait for itself (the
+ * upgrade deadlock of redisson#4796). Free for a client without shared
+ * handles. */
+static bool waits_for_itself(const struct dlock_lock *lk)
+{
+    struct dlock_client *c = lk->c;
+    const uintptr_t me = (uintptr_t)&thread_mark;
+    bool found = false;
+
+    if (atomic_load(&c->nshared) == 0)
+        return false;
+    pthread_mutex_lock(&c->hmu);
+    for (struct dlock_lock *h = c->handles; h != NULL && !found; h = h->next)
+        found = h != lk && atomic_load(&h->held_by) == me &&
+                (h->req.kind == DLOCK_KIND_SHARED ||
+                 lk->req.kind == DLOCK_KIND_SHARED) &&
+                h->req.name_hash == lk->req.name_hash &&
+                h->req.name_len == lk->req.name_len &&
+                memcmp(h->req.name, lk->req.name, lk->req.name_len) == 0;
+    pthread_mutex_unlock(&c->hmu);
+    return found;
+}
+
 int dlock__acquire(struct dlock_lock *lk, uint32_t timeout_ms,
                    dlock_cancel *cx, void (*queued)(void *), void *arg)
 {
@@ -396,6 +431,15 @@ int dlock__acquire(struct dlock_lock *lk, uint32_t timeout_ms,
         lk->depth++;
         return DLOCK_OK;
     }
+    if (timeout_ms != 0 && !atomic_load(&lk->in_async) &&
+        waits_for_itself(lk))
+        return lock_error(lk, DLOCK_EDEADLK, "acquire",
+                          "this thread holds it %s through another "
+                          "handle of this client; release that one first "
+                          "(an upgrade or downgrade between two handles "
+                          "would wait for itself)",
+                          lk->req.kind == DLOCK_KIND_SHARED ? "exclusive"
+                                                            : "shared");
     lk->call.cx.own = cx;
     lk->call.cx.shut = &c->shut;
     lk->call.queued = queued;
@@ -458,6 +502,7 @@ int dlock__lock_drop(struct dlock_lock *lk)
                              sizeof lk->errmsg, &rc);
     }
     lk->depth = 0;
+    atomic_store(&lk->held_by, 0);
     if (dlock__held_released(&lk->held)) {
         lk->errmsg[0] = '\0';
         return lock_error(lk, DLOCK_ELOST, "release",

@@ -16,6 +16,9 @@ struct dlock_lock {
     char owner[64];
     uint32_t flags;            /* DLOCK_LOCK_* */
     unsigned int depth;        /* reentrant levels; 0 = not held */
+    /* The thread that holds it (the address of its mark in lock.c), 0
+     * when not held or taken asynchronously: for DLOCK_EDEADLK. */
+    atomic_uintptr_t held_by;
     struct dlock__held held;   /* valid while depth > 0 */
     struct dlock__call call;   /* the acquire in progress: what it watches */
     struct dlock_lock *next, *prev; /* c->handles, under c->hmu */

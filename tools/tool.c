@@ -17,6 +17,7 @@ int tool_exit_for(int rc)
         return 0;
     case DLOCK_EBUSY:
     case DLOCK_ETIMEDOUT:
+    case DLOCK_EDEADLK:
         return EXIT_CONFLICT;
     case DLOCK_EINVAL:
     case DLOCK_ENOBACKEND:

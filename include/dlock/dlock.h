@@ -72,7 +72,10 @@ DLOCK_API const char *dlock_version(void);
     XX(ENOENT, -14, "what the URI names does not exist (a directory...)")   \
     XX(EACCES, -15, "no permission to create or open the lock (a file...)") \
     XX(ECANCELED, -16, "cancelled before the lock was granted")            \
-    XX(EREPLICAS, -17, "too few replicas confirmed the write in time")
+    XX(EREPLICAS, -17, "too few replicas confirmed the write in time")     \
+    XX(EDEADLK, -18, "this thread holds the name through another handle "  \
+                     "in a mode that excludes the one asked: it would "    \
+                     "wait for itself")
 
 typedef enum {
     DLOCK_OK = 0,
@@ -359,9 +362,18 @@ DLOCK_API void dlock_lock_free(dlock_lock *lk);
  *
  * @param lk          from dlock_lock_new()
  * @param timeout_ms  0 (one attempt), milliseconds, or DLOCK_WAIT_FOREVER
+ * A thread that holds the name through another handle of the same client,
+ * one of the two shared (a reader asking to write: an upgrade; a writer
+ * asking to read), would wait for itself: such a wait (timeout_ms > 0) is
+ * refused at once with DLOCK_EDEADLK. Release the other handle first. A
+ * single attempt (timeout_ms 0) says DLOCK_EBUSY as for any owner; two
+ * exclusive handles of one thread contend as any two owners do; an
+ * asynchronous acquire belongs to no thread.
+ *
  * @return DLOCK_OK, DLOCK_EBUSY (timeout_ms was 0), DLOCK_ETIMEDOUT,
  *         DLOCK_ECONNECT, DLOCK_ELOST (the handle's lock was lost: release
- *         it first), ...; dlock_lock_errmsg(lk) has the details.
+ *         it first), DLOCK_EDEADLK, ...; dlock_lock_errmsg(lk) has the
+ *         details.
  * Threads: one thread at a time per lock handle; other threads may use
  * other handles of the same client meanwhile.
  */

@@ -28,6 +28,7 @@ FRIENDLY = {
     'EACCES': ('PermissionDenied', PermissionError),
     'ECANCELED': ('Cancelled', None),
     'EREPLICAS': ('ReplicasError', None),
+    'EDEADLK': ('Deadlock', None),
 }
 
 

@@ -1067,6 +1067,63 @@ static void conformance__shared_readers_exclude_writer(void **state)
     dlock_client_close(other);
 }
 
+struct other_thread_try {
+    dlock_lock *lk;
+    int rc;
+};
+
+static void *other_thread_try(void *arg)
+{
+    struct other_thread_try *t = arg;
+    t->rc = dlock_try_acquire(t->lk);
+    if (t->rc == DLOCK_OK)
+        dlock_release(t->lk);
+    return NULL;
+}
+
+/* An upgrade (a thread holding a name shared waits for it exclusive
+ * through another handle of its client) and the reverse would wait for
+ * the thread itself (redisson#4796): refused at once with DLOCK_EDEADLK,
+ * with no call to the server. A single attempt is just busy, and another
+ * thread's request contends as usual. */
+static void conformance__upgrade_refused_at_once(void **state)
+{
+    const char *name = h_name("upgrade");
+    dlock_lock *r, *w;
+    struct other_thread_try t;
+    pthread_t th;
+    int64_t t0, took;
+
+    (void)state;
+    if (!(caps & DLOCK_CAP_SHARED))
+        skip();
+    r = h_lock(cl, name, 0, DLOCK_LOCK_SHARED);
+    w = h_lock(cl, name, 0, 0);
+    assert_int_equal(dlock_acquire(r, 5000), DLOCK_OK);
+    t0 = h_now_ms();
+    assert_int_equal(dlock_acquire(w, 5000), DLOCK_EDEADLK);
+    took = h_now_ms() - t0;
+    print_message("  upgrade refused in %lld ms\n", (long long)took);
+    /* No server call and no wait: a bound a 5 s wait cannot meet. */
+    assert_true(took < 100);
+    assert_non_null(strstr(dlock_lock_errmsg(w), "another handle"));
+    assert_int_equal(dlock_try_acquire(w), DLOCK_EBUSY);
+    /* Another thread of the same client is just refused as busy. */
+    t.lk = w;
+    pthread_create(&th, NULL, other_thread_try, &t);
+    pthread_join(th, NULL);
+    assert_int_equal(t.rc, DLOCK_EBUSY);
+    assert_int_equal(dlock_release(r), DLOCK_OK);
+    /* The reverse: holding it exclusive, asking shared. */
+    assert_int_equal(dlock_acquire(w, 5000), DLOCK_OK);
+    assert_int_equal(dlock_acquire(r, 5000), DLOCK_EDEADLK);
+    assert_int_equal(dlock_release(w), DLOCK_OK);
+    assert_int_equal(dlock_acquire(r, 5000), DLOCK_OK);
+    assert_int_equal(dlock_release(r), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+}
+
 /* ---- names ----------------------------------------------------------------------------- */
 
 static void conformance__hostile_names(void **state)
@@ -1208,6 +1265,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(conformance__lease_expiry_reported_lost),
         cmocka_unit_test(conformance__watchdog_keeps_lease),
         cmocka_unit_test(conformance__shared_readers_exclude_writer),
+        cmocka_unit_test(conformance__upgrade_refused_at_once),
         cmocka_unit_test(conformance__hostile_names),
         cmocka_unit_test(conformance__long_names),
         cmocka_unit_test(conformance__bad_arguments),
