@@ -190,6 +190,22 @@ static int conf_replicas(struct dlock__rd_conf *cf, const struct dlock_uri *u,
     return DLOCK_OK;
 }
 
+/* prefer=writer|none (rwlock: a waiting writer holds new readers back). */
+static int conf_prefer(struct dlock__rd_conf *cf, const struct dlock_uri *u,
+                       char *err, size_t errlen)
+{
+    const char *v = dlock_uri_param(u, "prefer");
+
+    if (v == NULL || strcmp(v, "none") == 0)
+        return DLOCK_OK;
+    if (strcmp(v, "writer") != 0)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "prefer: expected writer or none, got '%.40s'",
+                            v);
+    cf->prefer_writer = true;
+    return DLOCK_OK;
+}
+
 int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
                          bool nodes, char *err, size_t errlen)
 {
@@ -265,6 +281,8 @@ int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
         (rc = conf_redlock(cf, u, nodes, err, errlen)) != DLOCK_OK)
         return rc;
 
+    if ((rc = conf_prefer(cf, u, err, errlen)) != DLOCK_OK)
+        return rc;
     if (u->ns[0] != '\0')
         dlock_name_segment(cf->ns, RD_SEG_MAX, u->ns, strlen(u->ns));
     cf->raw_ns = u->ns[0] != '\0' ? strdup(u->ns) : NULL;

@@ -19,22 +19,6 @@
 
 /* ---- keys ------------------------------------------------------------------------- */
 
-/* Redisson's prefixName(): "prefix:{name}", or "prefix:name" when the name
- * already has a '{' (then it carries its own hash tag). */
-static int prefix_name(struct dlock__rd_buf *b, const char *prefix,
-                       const char *name, size_t len)
-{
-    size_t plen = strlen(prefix);
-    if (memchr(name, '{', len) != NULL) /* the name has its own tag */
-        return dlock__rd_buf_set(b, prefix, plen, ":", 1, name, len);
-    if (dlock__rd_buf_set(b, prefix, plen, ":{", 2, name, len) != 0 ||
-        dlock__rd_buf_reserve(b, b->len + 2) != 0)
-        return -1;
-    b->p[b->len++] = '}';
-    b->p[b->len] = '\0';
-    return 0;
-}
-
 /*
  * On a cluster, Redisson's names of a few names are in other slots than
  * the lock (a '{' without a '}' after it, an empty tag "{}", a lone '}'):
@@ -74,25 +58,29 @@ static int cluster_keys(struct dlock__rd_keys *k)
                : 0;
 }
 
+int dlock__rd_redisson_lock_key(struct dlock__rd_keys *k,
+                                const struct dlock__rd_conf *cf,
+                                const char *name, size_t len)
+{
+    const char *ns = cf->raw_ns;
+
+    if (ns != NULL)
+        return dlock__rd_buf_set(&k->lock, ns, strlen(ns), ":", 1, name, len);
+    return dlock__rd_buf_set(&k->lock, name, len, "", 0, "", 0);
+}
+
 /* Redisson's names, exactly: the lock is the name itself (after
  * "<namespace>:" when namespace= is given); the channel and the token are
  * prefixName()s of it. */
 static int hash_keys(struct dlock__rd_keys *k, const struct dlock__rd_conf *cf,
                      const char *name, size_t len)
 {
-    const char *ns = cf->raw_ns;
-
-    if (ns != NULL) {
-        if (dlock__rd_buf_set(&k->lock, ns, strlen(ns), ":", 1, name, len) !=
-            0)
-            return -1;
-    } else if (dlock__rd_buf_set(&k->lock, name, len, "", 0, "", 0) != 0) {
+    if (dlock__rd_redisson_lock_key(k, cf, name, len) != 0)
         return -1;
-    }
-    if (prefix_name(&k->channel, "redisson_lock__channel", k->lock.p,
-                    k->lock.len) != 0 ||
-        prefix_name(&k->fence, "redisson_lock_token", k->lock.p,
-                    k->lock.len) != 0)
+    if (dlock__rd_prefix_name(&k->channel, "redisson_lock__channel",
+                              k->lock.p, k->lock.len) != 0 ||
+        dlock__rd_prefix_name(&k->fence, "redisson_lock_token", k->lock.p,
+                              k->lock.len) != 0)
         return -1;
     return cf->cluster ? cluster_keys(k) : 0;
 }

@@ -48,8 +48,22 @@ int dlock__rd_inspect_single(struct dlock_session *s, const char *name,
         out->held = 1;
         copy_owner(out, r[0]->str, r[0]->len);
     } else if (r[0]->type == REDIS_REPLY_ARRAY && r[0]->elements >= 2) {
-        out->held = 1;
-        copy_owner(out, r[0]->element[0]->str, r[0]->element[0]->len);
+        /* A hash's first holder field. rwlock's "mode" field is not one,
+         * and its writer's field is "<owner>:write". */
+        for (size_t i = 0; i + 1 < r[0]->elements; i += 2) {
+            const redisReply *f = r[0]->element[i];
+            size_t n = f->len;
+            if (f->type != REDIS_REPLY_STRING ||
+                (n == 4 && memcmp(f->str, "mode", 4) == 0))
+                continue;
+            const char *sfx = rs->m->holder_suffix;
+            size_t sn = sfx != NULL ? strlen(sfx) : 0;
+            if (sn > 0 && n > sn && memcmp(f->str + n - sn, sfx, sn) == 0)
+                n -= sn;
+            out->held = 1;
+            copy_owner(out, f->str, n);
+            break;
+        }
     } else if (r[0]->type == REDIS_REPLY_ERROR) {
         code = dlock__rd_reply_error(rs, r[0]);
         goto done;

@@ -39,6 +39,20 @@ int dlock__rd_buf_set(struct dlock__rd_buf *b, const char *a, size_t alen,
     return 0;
 }
 
+int dlock__rd_prefix_name(struct dlock__rd_buf *b, const char *prefix,
+                          const char *name, size_t len)
+{
+    size_t plen = strlen(prefix);
+    if (memchr(name, '{', len) != NULL) /* the name has its own tag */
+        return dlock__rd_buf_set(b, prefix, plen, ":", 1, name, len);
+    if (dlock__rd_buf_set(b, prefix, plen, ":{", 2, name, len) != 0 ||
+        dlock__rd_buf_reserve(b, b->len + 2) != 0)
+        return -1;
+    b->p[b->len++] = '}';
+    b->p[b->len] = '\0';
+    return 0;
+}
+
 void dlock__rd_keys_free(struct dlock__rd_keys *k)
 {
     free(k->lock.p);
@@ -78,6 +92,9 @@ void dlock__rd_cmd_evalsha(struct dlock__rd_cmd *c,
             break;
         case RD_ARG_LEASE:
             *a = lease, *l = strlen(lease);
+            break;
+        case RD_ARG_KIND:
+            *a = k->kind != NULL ? k->kind : "w", *l = 1;
             break;
         default: /* RD_ARG_ZERO */
             *a = "0", *l = 1;

@@ -13,6 +13,7 @@
  *               redlock=1), the per-client context, sessions' open/close
  *   setnx.c     mode setnx: its keys ("dlock:{ns:name}"), its Lua, its
  *               mode object (Redlock uses its keys and two of its scripts)
+ *   rwlock.c    mode rwlock: Redisson's RReadWriteLock names and Lua
  *   hash.c      mode hash: Redisson's RLock names and Lua
  *   redlock.c   mode redlock: acquire, renew, release over N masters
  *   single.c    what setnx and hash share: a session's one connection,
@@ -73,6 +74,7 @@ struct dlock__rd_conf {
     uint32_t restart_delay_ms; /* redlock: 0 = no delayed restart */
     char ns[RD_SEG_MAX + 1];   /* setnx/redlock: escaped namespace */
     char *raw_ns;              /* hash: the namespace as given, or NULL */
+    bool prefer_writer;        /* rwlock: prefer=writer */
     /* sentinel.c: the hosts are sentinels of this master, "" none. */
     char sentinel[128];
     /* replicas.c: WAIT for this many replicas (RD_SYNC_MAJORITY), 0 off. */
@@ -102,6 +104,10 @@ struct dlock__rd_buf {
  * fence the fencing counter, channel where releases are published. */
 struct dlock__rd_keys {
     struct dlock__rd_buf lock, fence, channel;
+    /* What the request asks (rwlock's RD_ARG_KIND): "r" read, "w" write,
+     * "W" write ahead of new readers (prefer=writer); set per call by
+     * single.c, NULL reads as "w". */
+    const char *kind;
 };
 
 /* Make room for want bytes; 0, or -1 out of memory. */
@@ -111,6 +117,10 @@ int dlock__rd_buf_set(struct dlock__rd_buf *b, const char *a, size_t alen,
                       const char *m, size_t mlen, const char *z,
                       size_t zlen);
 void dlock__rd_keys_free(struct dlock__rd_keys *k);
+/* Redisson's prefixName(): b = "prefix:{name}", or "prefix:name" when the
+ * name already has a '{' (then it carries its own hash tag); 0 or -1. */
+int dlock__rd_prefix_name(struct dlock__rd_buf *b, const char *prefix,
+                          const char *name, size_t len);
 
 /* The scripts of a mode, loaded on each of its connections. */
 enum { RD_SC_ACQUIRE, RD_SC_RELEASE, RD_SC_RENEW, RD_SC_COUNT };
@@ -122,7 +132,8 @@ enum {
     RD_ARG_CHANNEL, /* keys.channel */
     RD_ARG_OWNER,   /* the request's owner id */
     RD_ARG_LEASE,   /* the lease in ms, as text */
-    RD_ARG_ZERO     /* "0": Redisson's unlock message */
+    RD_ARG_ZERO,    /* "0": Redisson's unlock message */
+    RD_ARG_KIND     /* keys.kind */
 };
 #define RD_ARGS_MAX 5
 
@@ -291,8 +302,11 @@ struct dlock__rd_mode {
     /* One server: the release script's answer for "not ours" (every
      * answer above it released, or counted down, our hold). */
     long long release_refused;
-    /* One server: the command that reads the holder, for inspect. */
+    /* One server: the command that reads the holder, for inspect, and
+     * what a holder's field may carry after the owner id (rwlock's
+     * writer: ":write"), or NULL. */
     const char *inspect_read;
+    const char *holder_suffix;
     /* Connect a new session (rs->m, cf, x are set), or disconnect it. */
     int (*open)(struct dlock__rd_session *rs, char *err, size_t errlen);
     void (*close)(struct dlock__rd_session *rs);
@@ -305,14 +319,18 @@ struct dlock__rd_mode {
  * single.c's. retry_max bounds one wait when a release message cannot come
  * (pub/sub down).
  */
+#define RD_SINGLE_CAPS                                                      \
+    (DLOCK_CAP_LEASE | DLOCK_CAP_NOTIFY | DLOCK_CAP_FENCING |               \
+     DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW |                 \
+     DLOCK_CAP_REPLICA_WAIT)
+#define RD_SINGLE_MODE_METHODS                                              \
+    .retry_min_ms = 5, .retry_max_ms = 1000,                                \
+    .acquire = dlock__rd_single_acquire, .renew = dlock__rd_single_renew,   \
+    .release = dlock__rd_single_release, .wait = dlock__rd_wait,            \
+    .inspect = dlock__rd_inspect_single
 #define RD_SINGLE_MODE_BASE                                                 \
-    .caps = DLOCK_CAP_LEASE | DLOCK_CAP_NOTIFY | DLOCK_CAP_FENCING |        \
-            DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW |           \
-            DLOCK_CAP_REPLICA_WAIT,                                         \
-    .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE), .retry_min_ms = 5,       \
-    .retry_max_ms = 1000, .acquire = dlock__rd_single_acquire,              \
-    .renew = dlock__rd_single_renew, .release = dlock__rd_single_release,   \
-    .wait = dlock__rd_wait, .inspect = dlock__rd_inspect_single
+    .caps = RD_SINGLE_CAPS, .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),  \
+    RD_SINGLE_MODE_METHODS
 
 /*
  * Every grant's token is max(counter + 1, the server's clock in
@@ -530,7 +548,7 @@ redisReply *dlock__rd_cluster_run(struct dlock__rd_session *rs, int which,
 int dlock__rd_cluster_renew(struct dlock__rd_session *rs,
                             struct dlock_renewal *items, size_t n);
 
-/* ---- the modes: setnx.c, hash.c, redlock.c ------------------------------- */
+/* ---- the modes: setnx.c, hash.c, rwlock.c, redlock.c ---------------------- */
 
 /* setnx's key layout and the scripts Redlock runs too. */
 int dlock__rd_setnx_keys(struct dlock__rd_keys *k,
@@ -541,6 +559,19 @@ extern const struct dlock__rd_script dlock__rd_setnx_renew;
 
 extern const struct dlock__rd_mode dlock__rd_mode_setnx;
 extern const struct dlock__rd_mode dlock__rd_mode_hash;
+extern const struct dlock__rd_mode dlock__rd_mode_rwlock;
+
+/* Redisson's lock key of a name: the name, after "<namespace>:" when
+ * namespace= is given (hash.c); 0 or -1 out of memory. */
+int dlock__rd_redisson_lock_key(struct dlock__rd_keys *k,
+                                const struct dlock__rd_conf *cf,
+                                const char *name, size_t len);
+
+/* rwlock, prefer=writer: how long a refused writer's marker keeps new
+ * readers out, and how often the waiting writer tries again (and so
+ * refreshes it). */
+#define RD_WRITER_MARK_MS 2000
+#define RD_WRITER_RETRY_MS 500
 extern const struct dlock__rd_mode dlock__rd_mode_redlock;
 
 /* ---- nopipe.c: hiredis's calls that write, with no SIGPIPE --------------- */

@@ -5,7 +5,7 @@
  * per-client context and the sessions' life; rd.h lists the other files
  * and what each holds.
  *
- *   redis://[[user]:password@]host[:port][/db][?mode=setnx|hash&...]
+ *   redis://[[user]:password@]host[:port][/db][?mode=setnx|hash|rwlock&...]
  *   redlock://h1:p1,h2:p2,...[?node_timeout=&drift=&restart_delay=...]
  *   redis://h1,h2,...?redlock=1          (the same as redlock://)
  *   redis://h1:p1,h2:p2,...?cluster=1    (setnx or hash on a Redis
@@ -22,6 +22,10 @@
  *            redisson_lock__channel:{name}, unlock message 0), so a C service
  *            on dlock and a Java service on Redisson exclude each other.
  *            The fencing counter is Redisson's RFencedLock token key.
+ *   rwlock   (rwlock.c) Redisson's RReadWriteLock layout: shared readers
+ *            and one writer on one hash ("mode" field), interoperable
+ *            with Java's RReadWriteLock; prefer=writer holds new readers
+ *            back while a writer waits.
  *   redlock  (redlock.c) setnx's lock on N independent masters: held when a
  *            majority said yes within the validity time (lease - elapsed -
  *            drift); no fencing tokens, because no single counter can be
@@ -46,8 +50,8 @@
 
 /* The modes, the default first. */
 static const struct dlock__rd_mode *const rd_modes_own[] = {
-    &dlock__rd_mode_setnx, &dlock__rd_mode_hash, &dlock__rd_mode_redlock,
-    NULL};
+    &dlock__rd_mode_setnx, &dlock__rd_mode_hash, &dlock__rd_mode_rwlock,
+    &dlock__rd_mode_redlock, NULL};
 
 /* ---- choosing the mode --------------------------------------------------------- */
 
@@ -74,10 +78,12 @@ static int rd_pick_mode(const struct dlock_uri *uri,
         strcasecmp(uri->mode, dlock__rd_mode_setnx.base.name) == 0 ||
         strcasecmp(uri->mode, dlock__rd_mode_redlock.base.name) == 0)
         *out = &dlock__rd_mode_redlock.base;
-    else if (strcasecmp(uri->mode, dlock__rd_mode_hash.base.name) == 0)
+    else if (strcasecmp(uri->mode, dlock__rd_mode_hash.base.name) == 0 ||
+             strcasecmp(uri->mode, dlock__rd_mode_rwlock.base.name) == 0)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "mode: hash cannot be combined with redlock (a "
-                            "Redlock is made of setnx locks)");
+                            "mode: %s cannot be combined with redlock (a "
+                            "Redlock is made of setnx locks)",
+                            uri->mode);
     return DLOCK_OK;
 }
 
@@ -118,6 +124,24 @@ static int cluster_mode(struct dlock__rd_ctx *x, char *err, size_t errlen)
     return DLOCK_OK;
 }
 
+/* What the URI says that only some modes can do. */
+static int mode_conf(const struct dlock__rd_mode *m,
+                     const struct dlock__rd_conf *cf, char *err,
+                     size_t errlen)
+{
+    if (m != &dlock__rd_mode_rwlock && cf->prefer_writer)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "prefer: only mode=rwlock has readers to hold "
+                            "back (mode is %s)",
+                            m->base.name);
+    if (m == &dlock__rd_mode_rwlock && cf->cluster)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "cluster: mode=rwlock does not run on a Redis "
+                            "Cluster yet (its readers' timeout keys are "
+                            "named inside the scripts)");
+    return DLOCK_OK;
+}
+
 static int rd_ctx_open(void **out, const struct dlock_uri *uri,
                        const struct dlock_mode *mode, char *err,
                        size_t errlen)
@@ -141,6 +165,11 @@ static int rd_ctx_open(void **out, const struct dlock_uri *uri,
     x->m = m;
     if ((rc = dlock__rd_conf_parse(&x->conf, uri, m->nodes, err, errlen)) !=
         DLOCK_OK) {
+        free(x);
+        return rc;
+    }
+    if ((rc = mode_conf(m, &x->conf, err, errlen)) != DLOCK_OK) {
+        dlock__rd_conf_free(&x->conf);
         free(x);
         return rc;
     }
@@ -233,12 +262,12 @@ static void rd_close(struct dlock_session *s)
 
 static const struct dlock_mode *const rd_modes[] = {
     &dlock__rd_mode_setnx.base, &dlock__rd_mode_hash.base,
-    &dlock__rd_mode_redlock.base, NULL};
+    &dlock__rd_mode_rwlock.base, &dlock__rd_mode_redlock.base, NULL};
 
 static const char *const rd_params[] = {
     "redlock",  "drift",         "node_timeout", "restart_delay",
     "sentinel", "sync_replicas", "sync_timeout", "cluster",
-    NULL};
+    "prefer",   NULL};
 static const char *const rd_aliases[] = {"redlock", NULL};
 
 const struct dlock_backend dlock__backend_redis = {
@@ -247,8 +276,8 @@ const struct dlock_backend dlock__backend_redis = {
     .aliases = rd_aliases,
     .params = rd_params,
     .summary = "Redis: SET NX PX (setnx), Redisson's RLock (hash), either "
-               "on a Redis Cluster (cluster=1), Redlock over N masters "
-               "(redlock://)",
+               "on a Redis Cluster (cluster=1), Redisson's RReadWriteLock "
+               "(rwlock), Redlock over N masters (redlock://)",
     .modes = rd_modes,
     .pick_mode = rd_pick_mode,
     .ctx_open = rd_ctx_open,

@@ -1,8 +1,9 @@
 /*
- * single.c: what setnx and hash share, a session on one server: its one
- * connection, acquire, renew (every item pipelined in one round trip) and
- * release. The mode gives the keys, the scripts and their signatures
- * (setnx.c, hash.c); this file sends them and reads what they answer.
+ * single.c: what setnx, hash and rwlock share, a session on one server:
+ * its one connection, acquire, renew (every item pipelined in one round
+ * trip) and release. The mode gives the keys, the scripts and their
+ * signatures (setnx.c, hash.c, rwlock.c); this file sends them and reads
+ * what they answer.
  *
  * Restarts: each connection reads the server's run_id (conn.c), and each
  * grant records in grant->word[0] the server's life (generation) it was
@@ -32,6 +33,16 @@ static redisReply *run(struct dlock__rd_session *rs, int which,
     *acks = -1;
     *code = DLOCK_OK;
     return dlock__rd_cluster_run(rs, which, owner, owner_len, lease);
+}
+
+/* Lay out rs->keys for req, and what it asks (rwlock reads keys.kind). */
+static int req_keys(struct dlock__rd_session *rs,
+                    const struct dlock_request *req)
+{
+    rs->keys.kind = req->kind == DLOCK_KIND_SHARED ? "r"
+                    : rs->cf->prefer_writer        ? "W"
+                                                   : "w";
+    return rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len);
 }
 
 /* ---- the connection --------------------------------------------------------------- */
@@ -114,7 +125,7 @@ int dlock__rd_single_acquire(struct dlock_session *s,
 
     (void)deadline_ms; /* no native wait: core waits through wait() */
     dlock__rd_log_note(rs);
-    if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+    if (req_keys(rs, req) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     snprintf(lease, sizeof lease, "%u", req->lease_ms);
     /* [B-WAIT-1]: wait() compares release times with this. */
@@ -145,6 +156,11 @@ int dlock__rd_single_acquire(struct dlock_session *s,
         *retry_ms = val > UINT32_MAX ? UINT32_MAX : (uint32_t)val;
     else if (val == 0 || val == -2)
         *retry_ms = 1;
+    /* rwlock, prefer=writer: the refused writer's marker keeps new readers
+     * out for RD_WRITER_MARK_MS; come back before it lapses. */
+    if (rs->keys.kind[0] == 'W' &&
+        (*retry_ms == 0 || *retry_ms > RD_WRITER_RETRY_MS))
+        *retry_ms = RD_WRITER_RETRY_MS;
     return DLOCK_EBUSY;
 }
 
@@ -188,7 +204,7 @@ static void renew_sync_refused(struct dlock__rd_session *rs,
             continue;
         items[i].result = dlock__rd_sync_short(
             rs, acks, took, "renewal refused, lock released");
-        if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+        if (req_keys(rs, req) != 0)
             continue;
         snprintf(lease, sizeof lease, "%u", req->lease_ms);
         r = dlock__rd_run(rs, RD_SC_RELEASE, req->owner, req->owner_len,
@@ -224,7 +240,7 @@ int dlock__rd_single_renew(struct dlock_session *s,
     for (size_t i = 0; i < n; i++) {
         const struct dlock_request *req = items[i].req;
         struct dlock__rd_cmd c;
-        if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+        if (req_keys(rs, req) != 0)
             return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
         snprintf(lease, sizeof lease, "%u", req->lease_ms);
         dlock__rd_cmd_evalsha(&c, sc, rs->sha[RD_SC_RENEW], &rs->keys,
@@ -266,7 +282,7 @@ int dlock__rd_single_renew(struct dlock_session *s,
         redisReply *r;
         if (items[i].result != DLOCK_EBUSY)
             continue;
-        if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+        if (req_keys(rs, req) != 0)
             return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
         snprintf(lease, sizeof lease, "%u", req->lease_ms);
         r = dlock__rd_run(rs, RD_SC_RENEW, req->owner, req->owner_len, lease);
@@ -300,7 +316,7 @@ int dlock__rd_single_release(struct dlock_session *s,
     int code;
 
     dlock__rd_log_note(rs);
-    if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+    if (req_keys(rs, req) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     snprintf(lease, sizeof lease, "%u", req->lease_ms);
     r = run(rs, RD_SC_RELEASE, req->owner, req->owner_len, lease, &acks,

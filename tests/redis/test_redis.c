@@ -47,6 +47,7 @@
 #include <hiredis/hiredis.h>
 
 #include "../conformance/harness.h"
+#include "rtest.h"
 #include "dlock/backend.h"
 
 #define SLACK_MS 1500
@@ -87,38 +88,6 @@ static pid_t server_pid(const char *which)
     pclose(p);
     assert_true(atoi(out) > 0);
     return (pid_t)atoi(out);
-}
-
-/* A raw hiredis connection to the single test server. */
-static redisContext *raw(void)
-{
-    const char *u = getenv("DLOCK_TEST_REDIS_URI");
-    const char *colon;
-    redisContext *rc;
-    struct timeval tv = {5, 0};
-
-    assert_non_null(u);
-    colon = strrchr(u, ':');
-    assert_non_null(colon);
-    rc = redisConnectWithTimeout("127.0.0.1", atoi(colon + 1), tv);
-    assert_non_null(rc);
-    if (rc->err)
-        fail_msg("raw connect: %s", rc->errstr);
-    redisSetTimeout(rc, tv);
-    return rc;
-}
-
-static redisReply *rcmd(redisContext *rc, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *r;
-
-    va_start(ap, fmt);
-    r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    if (r == NULL)
-        fail_msg("raw command: %s", rc->errstr);
-    return r;
 }
 
 static long long rint_(redisContext *rc, const char *fmt, ...)
@@ -233,18 +202,6 @@ static const char redisson_fenced_lock[] =
     "end; "
     "return {redis.call('pttl', KEYS[1]), -1};";
 
-#define JAVA_FIELD "6a0e3c2f-1d4b-4f8e-9a55-0d6a3b1e7c11:57"
-
-/* Redisson's prefixName(): "prefix:{name}", or "prefix:name" when the
- * name has a '{'. */
-static void rname(char *out, size_t cap, const char *prefix, const char *n)
-{
-    if (strchr(n, '{') != NULL)
-        snprintf(out, cap, "%s:%s", prefix, n);
-    else
-        snprintf(out, cap, "%s:{%s}", prefix, n);
-}
-
 /* Returns 1 when Redisson got the lock, 0 when busy. */
 static int java_lock(redisContext *rc, const char *name)
 {
@@ -272,22 +229,6 @@ static long long java_unlock(redisContext *rc, const char *name)
     v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     freeReplyObject(r);
     return v;
-}
-
-struct waiter {
-    dlock_lock *lk;
-    uint32_t timeout;
-    atomic_int rc;
-    atomic_llong done_ms;
-};
-
-static void *waiter_main(void *arg)
-{
-    struct waiter *w = arg;
-    int rc = dlock_acquire(w->lk, w->timeout);
-    atomic_store(&w->done_ms, h_now_ms());
-    atomic_store(&w->rc, rc);
-    return NULL;
 }
 
 /* Redisson holds; dlock cannot take it; Redisson's unlock message wakes the

@@ -1,0 +1,64 @@
+/*
+ * rtest.c: see rtest.h.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../conformance/harness.h"
+#include "rtest.h"
+
+/* A raw hiredis connection to the single test server. */
+redisContext *raw(void)
+{
+    const char *u = getenv("DLOCK_TEST_REDIS_URI");
+    const char *colon;
+    redisContext *rc;
+    struct timeval tv = {5, 0};
+
+    assert_non_null(u);
+    colon = strrchr(u, ':');
+    assert_non_null(colon);
+    rc = redisConnectWithTimeout("127.0.0.1", atoi(colon + 1), tv);
+    assert_non_null(rc);
+    if (rc->err)
+        fail_msg("raw connect: %s", rc->errstr);
+    redisSetTimeout(rc, tv);
+    return rc;
+}
+
+redisReply *rcmd(redisContext *rc, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    if (r == NULL)
+        fail_msg("raw command: %s", rc->errstr);
+    return r;
+}
+
+
+void rname(char *out, size_t cap, const char *prefix, const char *n)
+{
+    if (strchr(n, '{') != NULL)
+        snprintf(out, cap, "%s:%s", prefix, n);
+    else
+        snprintf(out, cap, "%s:{%s}", prefix, n);
+}
+
+void *waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    int rc = dlock_acquire(w->lk, w->timeout);
+    atomic_store(&w->done_ms, h_now_ms());
+    atomic_store(&w->rc, rc);
+    return NULL;
+}

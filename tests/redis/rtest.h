@@ -1,0 +1,40 @@
+/*
+ * rtest.h: what the Redis tests share besides the conformance harness: a
+ * raw hiredis connection to the test server, to look at and act on keys
+ * as another client (Redisson's scripts, SCRIPT FLUSH...) would.
+ */
+#ifndef DLOCK_TESTS_RTEST_H
+#define DLOCK_TESTS_RTEST_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock/dlock.h"
+
+/* A connection to $DLOCK_TEST_REDIS_URI's server (5 s timeouts); fails the
+ * test when there is none. */
+redisContext *raw(void);
+/* A command on it; fails the test when no reply came (an error reply is
+ * returned as such). */
+redisReply *rcmd(redisContext *rc, const char *fmt, ...);
+
+/* A Java client's Redisson field: the client's uuid ":" its thread id. */
+#define JAVA_FIELD "6a0e3c2f-1d4b-4f8e-9a55-0d6a3b1e7c11:57"
+
+/* Redisson's prefixName(): "prefix:{name}", or "prefix:name" when the
+ * name has a '{'. */
+void rname(char *out, size_t cap, const char *prefix, const char *n);
+
+/* A thread blocked in dlock_acquire(lk, timeout): its result and when it
+ * came (h_now_ms()). */
+struct waiter {
+    dlock_lock *lk;
+    uint32_t timeout;
+    atomic_int rc;
+    atomic_llong done_ms;
+};
+void *waiter_main(void *arg);
+
+#endif
