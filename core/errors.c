@@ -70,6 +70,9 @@ static const struct {
      "with sync_replicas= each acquire, renewal and release waits until "
      "that many replicas confirm it (best effort: a failover may still pick "
      "a replica that missed it; fencing is the real answer)"},
+    {DLOCK_CAP_DOWNGRADE, "downgrade",
+     "a writer can become a reader without letting another writer in "
+     "(dlock_downgrade())"},
 };
 
 const char *dlock_cap_name(uint32_t bit)

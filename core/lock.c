@@ -542,6 +542,17 @@ int dlock_release(dlock_lock *lk)
 
 /* ---- renew ------------------------------------------------------------------ */
 
+/* What a call on a held handle checks first: DLOCK_OK, or the error. */
+static int check_held(struct dlock_lock *lk, const char *op)
+{
+    lk->errmsg[0] = '\0';
+    if (lk->depth == 0)
+        return lock_error(lk, DLOCK_ENOTHELD, op, "not held by this handle");
+    if (atomic_load(&lk->held.state) == DLOCK__LOST)
+        return lock_error(lk, DLOCK_ELOST, op, "the lock was lost");
+    return DLOCK_OK;
+}
+
 int dlock_renew(dlock_lock *lk)
 {
     struct dlock_client *c;
@@ -552,12 +563,8 @@ int dlock_renew(dlock_lock *lk)
     if (lk == NULL)
         return DLOCK_EINVAL;
     c = lk->c;
-    lk->errmsg[0] = '\0';
-    if (lk->depth == 0)
-        return lock_error(lk, DLOCK_ENOTHELD, "renew",
-                          "not held by this handle");
-    if (atomic_load(&lk->held.state) == DLOCK__LOST)
-        return lock_error(lk, DLOCK_ELOST, "renew", "the lock was lost");
+    if ((rc = check_held(lk, "renew")) != DLOCK_OK)
+        return rc;
     if (c->caps & DLOCK_CAP_NO_RENEW)
         return DLOCK_OK;
     /* Keep the watchdog off this handle while we renew it ourselves. */
@@ -593,6 +600,58 @@ int dlock_renew(dlock_lock *lk)
         (uses_watchdog(lk) || atomic_load(&lk->held.pin.watch_fd) >= 0))
         dlock__wd_schedule(&c->wd, &lk->held, uses_watchdog(lk));
     return lock_result(lk, rc, "renew");
+}
+
+/* ---- downgrade ---------------------------------------------------------------- */
+
+int dlock_downgrade(dlock_lock *lk)
+{
+    struct dlock_client *c;
+    struct dlock__sess *ss;
+    int rc;
+
+    if (lk == NULL)
+        return DLOCK_EINVAL;
+    c = lk->c;
+    if ((rc = check_held(lk, "downgrade")) != DLOCK_OK)
+        return rc;
+    if (lk->req.kind != DLOCK_KIND_EXCLUSIVE)
+        return lock_error(lk, DLOCK_EINVAL, "downgrade",
+                          "the handle is not exclusive");
+    if (lk->depth > 1)
+        return lock_error(lk, DLOCK_EINVAL, "downgrade",
+                          "held at %u reentrant levels: the outer ones "
+                          "asked for it exclusive; release to one first",
+                          lk->depth);
+    if (!(c->caps & DLOCK_CAP_DOWNGRADE))
+        return lock_error(lk, DLOCK_EUNSUPPORTED, "downgrade",
+                          "%s mode '%s' cannot turn a writer into a reader "
+                          "atomically; release it and acquire shared",
+                          c->b->scheme, c->mode->name);
+    /* The watchdog reads the request: keep it off while the kind changes. */
+    dlock__wd_cancel(&c->wd, &lk->held);
+    ss = dlock__checkout_grant(&c->pool, lk->held.pin.sess, lk->errmsg,
+                               sizeof lk->errmsg, &rc);
+    if (ss != NULL) {
+        lk->req.kind = DLOCK_KIND_SHARED;
+        dlock__sess_begin(ss, "downgrade", lk->name, lk->errmsg,
+                          sizeof lk->errmsg);
+        rc = c->mode->downgrade(ss->s, &lk->req, &lk->held.grant);
+        dlock__checkin(ss, rc);
+        if (rc != DLOCK_OK)
+            lk->req.kind = DLOCK_KIND_EXCLUSIVE;
+    }
+    if (rc == DLOCK_OK) {
+        lk->flags |= DLOCK_LOCK_SHARED;
+        lk->req.flags |= DLOCK_LOCK_SHARED;
+        atomic_fetch_add(&c->nshared, 1);
+    } else if (rc == DLOCK_ELOST) {
+        dlock__held_lose(&lk->held);
+    }
+    if (atomic_load(&lk->held.state) == DLOCK__HELD &&
+        (uses_watchdog(lk) || atomic_load(&lk->held.pin.watch_fd) >= 0))
+        dlock__wd_schedule(&c->wd, &lk->held, uses_watchdog(lk));
+    return lock_result(lk, rc, "downgrade");
 }
 
 /* ---- accessors ---------------------------------------------------------------- */

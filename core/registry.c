@@ -129,10 +129,10 @@ int dlock__backend_check(const struct dlock_backend *b, char *err,
                             "rebuild it against this backend.h (version %u: "
                             "modes are objects)",
                             DLOCK_BACKEND_VERSION);
-    if (b->version != DLOCK_BACKEND_VERSION)
+    if (b->version < 2 || b->version > DLOCK_BACKEND_VERSION)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "backend: version %u, expected %u", b->version,
-                            DLOCK_BACKEND_VERSION);
+                            "backend: version %u, expected 2 to %u",
+                            b->version, DLOCK_BACKEND_VERSION);
     if (b->scheme == NULL || b->scheme[0] == '\0')
         return dlock_errorf(err, errlen, DLOCK_EINVAL, "backend: no scheme");
     if (b->open == NULL || b->close == NULL)
@@ -161,6 +161,15 @@ int dlock__backend_check(const struct dlock_backend *b, char *err,
             return dlock_errorf(err, errlen, DLOCK_EINVAL,
                                 "backend %s, mode %s: every mode serves "
                                 "exclusive requests",
+                                b->scheme, m->name);
+        /* A version 2 mode ends at data: it has no downgrade slot. */
+        if (((m->caps & DLOCK_CAP_DOWNGRADE) != 0) !=
+            (b->version >= 3 && m->downgrade != NULL &&
+             (m->kinds & DLOCK_KIND_BIT(DLOCK_KIND_SHARED))))
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "backend %s, mode %s: DLOCK_CAP_DOWNGRADE "
+                                "goes with a downgrade() method and shared "
+                                "requests",
                                 b->scheme, m->name);
     }
     return DLOCK_OK;

@@ -138,7 +138,7 @@ if [ "${1:-}" = --inner ]; then
     if part caps; then
         t=$(date +%s)
         caps=(lease conn-bound native-wait notify fair shared fencing
-            survives-reconnect session-per-lock no-renew batch-renew replica-wait)
+            survives-reconnect session-per-lock no-renew batch-renew replica-wait downgrade)
         {
             printf '| backend/mode |'
             printf ' %s |' "${caps[@]}"

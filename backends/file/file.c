@@ -311,7 +311,7 @@ static int file_acquire(struct dlock_session *s,
                         struct dlock_grant *grant, uint32_t *retry_ms)
 {
     struct file_session *fs = (struct file_session *)s;
-    int shared = (req->flags & DLOCK_LOCK_SHARED) != 0;
+    int shared = req->kind == DLOCK_KIND_SHARED;
     int fd, e;
 
     (void)deadline_ms; /* no native wait: core polls */
@@ -397,6 +397,20 @@ static int file_release(struct dlock_session *s,
     return DLOCK_OK;
 }
 
+/* A writer becomes a reader: fcntl() converts the description's write
+ * lock into a read lock in place, never unlocking the range, so no writer
+ * comes in between. */
+static int file_downgrade(struct dlock_session *s,
+                          const struct dlock_request *req,
+                          struct dlock_grant *grant)
+{
+    (void)req;
+    if (file_setlk((int)grant->word[0], F_OFD_SETLK, F_RDLCK, 0) != 0)
+        return dlock_session_error(s, DLOCK_ERROR, "fcntl: %s",
+                                   strerror(errno));
+    return DLOCK_OK;
+}
+
 /* ---- inspect -------------------------------------------------------------------- */
 
 static int file_inspect(struct dlock_session *s, const char *name, size_t len,
@@ -471,7 +485,8 @@ static const struct dlock_mode file_mode_ofd = {
     .name = "ofd",
     .summary = "fcntl OFD locks on files in a local directory (no server): "
                "held while the holder's process lives",
-    .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SHARED | DLOCK_CAP_FENCING,
+    .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SHARED | DLOCK_CAP_FENCING |
+            DLOCK_CAP_DOWNGRADE,
     .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
              DLOCK_KIND_BIT(DLOCK_KIND_SHARED),
     .retry_min_ms = 1,
@@ -481,6 +496,7 @@ static const struct dlock_mode file_mode_ofd = {
     .release = file_release,
     .inspect = file_inspect,
     .floor = file_floor,
+    .downgrade = file_downgrade,
 };
 
 static const struct dlock_mode *const file_modes[] = {&file_mode_ofd, NULL};

@@ -16,8 +16,8 @@
  * connection means for them) to bound.c, inspect to inspect.c, the floor's
  * loop to floor.c.
  *
- * Divisions: SQL; the session; acquire; release and renew; the floor; the
- * mode.
+ * Divisions: SQL; the session; acquire; release and renew (and
+ * downgrade); the floor; the mode.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +256,39 @@ static int adv_release(struct dlock_session *ds,
     return dlock__pg_bound_release(s, g, &q, 1, "unlock", adv_unlocked);
 }
 
+/* A writer becomes a reader in one round trip: the shared lock first,
+ * granted at once (a server process never waits for itself, and
+ * PostgreSQL puts a request that conflicts only with waiters queued behind
+ * locks it holds ahead of them), then the exclusive one goes. There is no
+ * moment without a lock, so a writer queued meanwhile stays queued. */
+static int adv_downgrade(struct dlock_session *ds,
+                         const struct dlock_request *req,
+                         struct dlock_grant *g)
+{
+    struct pg_session *s = (struct pg_session *)ds;
+    char key[24];
+    struct pg_q q[2] = {
+        {"SELECT pg_advisory_lock_shared($1::bigint)", 1, {key}},
+        {s->cf->sql[ADV_UNLOCK], 1, {key}},
+    };
+    struct pg_res res;
+    int rc;
+
+    (void)req;
+    dlock__pg_key_text(key, g->word[0]);
+    rc = dlock__pg_run(s, q, 2, dlock__pg_deadline(s->cf), &res);
+    if (rc < 0)
+        return rc;
+    if (rc == PG_SQLERR)
+        rc = dlock__pg_sqlfail(s, DLOCK_ERROR, "downgrade", &res);
+    else if (adv_unlocked(s, res.r[1]) != DLOCK_OK)
+        rc = DLOCK_ELOST; /* the exclusive lock was not this session's */
+    else
+        rc = DLOCK_OK;
+    dlock__pg_res_clear(&res);
+    return rc;
+}
+
 /* SQL_PID's answer must still be the process that holds the locks. */
 static void adv_judge(struct pg_session *s, const PGresult *r, char *why,
                       size_t cap)
@@ -301,7 +334,8 @@ const struct pg_mode dlock__pg_mode_advisory = {
                    "one connection, freed when it ends",
         .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
                 DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR | DLOCK_CAP_SHARED |
-                DLOCK_CAP_FENCING | DLOCK_CAP_BATCH_RENEW,
+                DLOCK_CAP_FENCING | DLOCK_CAP_BATCH_RENEW |
+                DLOCK_CAP_DOWNGRADE,
         .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
                  DLOCK_KIND_BIT(DLOCK_KIND_SHARED),
         .acquire = adv_acquire,
@@ -309,6 +343,7 @@ const struct pg_mode dlock__pg_mode_advisory = {
         .release = adv_release,
         .inspect = dlock__pg_inspect_locks,
         .floor = adv_floor,
+        .downgrade = adv_downgrade,
     },
     .table = "dlock_fences",
     .sql = {

@@ -506,6 +506,11 @@ int dlock__rd_single_acquire(struct dlock_session *s,
                              uint32_t *retry_ms);
 int dlock__rd_single_renew(struct dlock_session *s,
                            struct dlock_renewal *items, size_t n);
+/* rwlock's dlock_downgrade(): take the read lock with the writer's owner,
+ * then release the write lock. */
+int dlock__rd_single_downgrade(struct dlock_session *s,
+                               const struct dlock_request *req,
+                               struct dlock_grant *grant);
 int dlock__rd_single_release(struct dlock_session *s,
                              const struct dlock_request *req,
                              struct dlock_grant *grant);

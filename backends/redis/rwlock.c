@@ -38,9 +38,12 @@
  *     reentrant levels), so a field already ours is an earlier grant whose
  *     reply was lost: it is granted again, its count unchanged.
  *
+ * Downgrade (dlock_downgrade()): the writer takes the read lock with its
+ * own owner id, which the acquire script lets in beside its write field
+ * (as Redisson lets a writing thread read), then drops the write field.
  * Upgrades (a read holder asking to write) cannot happen here: a handle's
  * kind is fixed when it is made, and core refuses a thread's conflicting
- * request on a name it holds through another handle (DLOCK_EDEADLK).
+ * wait on a name it holds through another handle (DLOCK_EDEADLK).
  * cluster=1 is refused for now: Redisson's timeout keys are built inside
  * the scripts, and a name with odd braces puts them in another slot.
  *
@@ -203,10 +206,12 @@ const struct dlock__rd_mode dlock__rd_mode_rwlock = {
                         "shared readers, one writer (interoperates with "
                         "Java's RReadWriteLock); prefer=writer keeps new "
                         "readers out while a writer waits",
-             .caps = RD_SINGLE_CAPS | DLOCK_CAP_SHARED,
+             .caps = RD_SINGLE_CAPS | DLOCK_CAP_SHARED |
+                     DLOCK_CAP_DOWNGRADE,
              .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
                       DLOCK_KIND_BIT(DLOCK_KIND_SHARED),
-             RD_SINGLE_MODE_METHODS, .floor = rwlock_floor},
+             RD_SINGLE_MODE_METHODS, .floor = rwlock_floor,
+             .downgrade = dlock__rd_single_downgrade},
     .script = {&rwlock_acquire, &rwlock_release, &rwlock_renew},
     .keys = rwlock_keys,
     .release_refused = 0, /* 1: released */

@@ -13,7 +13,7 @@
  * watched by core [B-WATCH-1], so a restart puts the client's locks in
  * doubt at once. Waiting (pubsub.c) and inspect (inspect.c) are elsewhere.
  *
- * Divisions: the connection; acquire; renew; release.
+ * Divisions: the connection; acquire; renew; downgrade; release.
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +33,39 @@ static redisReply *run(struct dlock__rd_session *rs, int which,
     *acks = -1;
     *code = DLOCK_OK;
     return dlock__rd_cluster_run(rs, which, owner, owner_len, lease);
+}
+
+/* run() for req, a missing reply turned into its error: NULL then, and
+ * *code says why. */
+static redisReply *run_req(struct dlock__rd_session *rs, int which,
+                           const struct dlock_request *req,
+                           const char *lease, long long *acks, int *code,
+                           const char *op)
+{
+    redisReply *r =
+        run(rs, which, req->owner, req->owner_len, lease, acks, code);
+
+    if (r == NULL && *code == DLOCK_OK)
+        *code = dlock__rd_io_error(rs, DLOCK_ECONNECT, op);
+    return r;
+}
+
+/* The mode's acquire script for req: DLOCK_OK with its answer in *ok and
+ * *val, or an error. */
+static int run_acquire(struct dlock__rd_session *rs,
+                       const struct dlock_request *req, const char *lease,
+                       const char *op, long long *ok, long long *val,
+                       long long *acks)
+{
+    int code;
+    redisReply *r = run_req(rs, RD_SC_ACQUIRE, req, lease, acks, &code, op);
+
+    if (r == NULL)
+        return code;
+    code = dlock__rd_reply_pair(r, ok, val) != 0 ? dlock__rd_reply_error(rs, r)
+                                                 : DLOCK_OK;
+    freeReplyObject(r);
+    return code;
 }
 
 /* Lay out rs->keys for req, and what it asks (rwlock reads keys.kind). */
@@ -120,7 +153,6 @@ int dlock__rd_single_acquire(struct dlock_session *s,
     struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
     char lease[16];
     long long ok, val, acks;
-    redisReply *r;
     int code;
 
     (void)deadline_ms; /* no native wait: core waits through wait() */
@@ -130,18 +162,9 @@ int dlock__rd_single_acquire(struct dlock_session *s,
     snprintf(lease, sizeof lease, "%u", req->lease_ms);
     /* [B-WAIT-1]: wait() compares release times with this. */
     rs->attempt_ns = dlock_now_ns();
-    r = run(rs, RD_SC_ACQUIRE, req->owner, req->owner_len, lease, &acks,
-            &code);
-    if (r == NULL)
-        return code != DLOCK_OK
-                   ? code
-                   : dlock__rd_io_error(rs, DLOCK_ECONNECT, "acquire");
-    if (dlock__rd_reply_pair(r, &ok, &val) != 0) {
-        code = dlock__rd_reply_error(rs, r);
-        freeReplyObject(r);
+    code = run_acquire(rs, req, lease, "acquire", &ok, &val, &acks);
+    if (code != DLOCK_OK)
         return code;
-    }
-    freeReplyObject(r);
     if (ok == 1 && acks >= 0 && acks < dlock__rd_sync_want(rs))
         return sync_refused(rs, req, lease, acks);
     if (ok == 1) {
@@ -302,6 +325,50 @@ int dlock__rd_single_renew(struct dlock_session *s,
     return DLOCK_OK;
 }
 
+/* ---- downgrade ---------------------------------------------------------------------- */
+
+/* A writer becomes a reader (rwlock): the read lock is taken with the
+ * writer's own owner id, which the acquire script lets in beside its own
+ * write field, then the write field goes; between the two the lock has
+ * both, so no writer comes in. If the second step fails the handle is
+ * still a writer to core, and a read field of its owner stays until its
+ * lease runs out. */
+int dlock__rd_single_downgrade(struct dlock_session *s,
+                               const struct dlock_request *req,
+                               struct dlock_grant *grant)
+{
+    struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
+    char lease[16];
+    long long ok, val, acks;
+    redisReply *r;
+    int code;
+
+    (void)grant;
+    dlock__rd_log_note(rs);
+    if (req_keys(rs, req) != 0)
+        return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+    snprintf(lease, sizeof lease, "%u", req->lease_ms);
+    code = run_acquire(rs, req, lease, "downgrade", &ok, &val, &acks);
+    if (code != DLOCK_OK)
+        return code;
+    if (ok != 1)
+        return dlock_session_error(s, DLOCK_ELOST,
+                                   "the write lock is no longer ours (its "
+                                   "lease ran out, or the server lost it)");
+    rs->keys.kind = "w";
+    r = run_req(rs, RD_SC_RELEASE, req, lease, &acks, &code, "downgrade");
+    if (r == NULL)
+        return code;
+    code = r->type != REDIS_REPLY_INTEGER ? dlock__rd_reply_error(rs, r)
+           : r->integer > rs->m->release_refused
+               ? DLOCK_OK
+               : dlock_session_error(s, DLOCK_ELOST,
+                                     "the write lock was gone when its "
+                                     "reader was taken");
+    freeReplyObject(r);
+    return code;
+}
+
 /* ---- release ------------------------------------------------------------------------ */
 
 int dlock__rd_single_release(struct dlock_session *s,
@@ -319,12 +386,9 @@ int dlock__rd_single_release(struct dlock_session *s,
     if (req_keys(rs, req) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     snprintf(lease, sizeof lease, "%u", req->lease_ms);
-    r = run(rs, RD_SC_RELEASE, req->owner, req->owner_len, lease, &acks,
-            &code);
+    r = run_req(rs, RD_SC_RELEASE, req, lease, &acks, &code, "release");
     if (r == NULL)
-        return code != DLOCK_OK
-                   ? code
-                   : dlock__rd_io_error(rs, DLOCK_ECONNECT, "release");
+        return code;
     if (r->type != REDIS_REPLY_INTEGER)
         code = dlock__rd_reply_error(rs, r);
     else if (r->integer > rs->m->release_refused && acks >= 0 &&

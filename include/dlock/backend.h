@@ -13,7 +13,9 @@
  * DLOCK_BACKEND_VERSION, and core calls a slot of version N only when the
  * table says version >= N and the slot is not NULL. Version 2 (dlock 0.2)
  * replaced version 1's one-table-per-backend methods with mode objects;
- * core refuses version 1 tables with a message saying so.
+ * core refuses version 1 tables with a message saying so. Version 3 adds
+ * dlock_mode.downgrade; version 2 tables are still accepted (their modes
+ * end at data).
  *
  * Core's promises to backends (each has an id that tests name):
  *
@@ -111,7 +113,7 @@
 extern "C" {
 #endif
 
-#define DLOCK_BACKEND_VERSION 2
+#define DLOCK_BACKEND_VERSION 3
 
 /* ---- URIs ------------------------------------------------------------------ */
 
@@ -251,7 +253,18 @@ struct dlock_mode {
     /* Optional. The backend's own constants for this mode (its SQL, its
      * node names...), for methods shared by several modes. */
     const void *data;
-    /* ---- version 2 ends here: append below, then bump the version ---- */
+    /* ---- version 2 ends here ---- */
+    /* Optional (dlock_downgrade()). Turn an exclusive grant into a shared
+     * one of the same owner without a moment when neither is held, so no
+     * writer can come in between; req->kind is already
+     * DLOCK_KIND_SHARED. On any error the grant must still be held
+     * exclusive, or be reported lost (DLOCK_ELOST). Called on the session
+     * that holds a connection-bound grant [B-PIN-1]. NULL: the mode cannot
+     * do it atomically, and core says DLOCK_EUNSUPPORTED. */
+    int (*downgrade)(struct dlock_session *s,
+                     const struct dlock_request *req,
+                     struct dlock_grant *grant);
+    /* ---- version 3 ends here: append below, then bump the version ---- */
 };
 
 struct dlock_backend {
@@ -297,7 +310,7 @@ struct dlock_backend {
                 void *ctx, char *err, size_t errlen);
     /* Required. Disconnect and free the session itself; cannot fail. */
     void (*close)(struct dlock_session *s);
-    /* ---- version 2 ends here: append below, then bump the version ---- */
+    /* ---- versions 2 and 3 end here: append below, then bump ---- */
 };
 
 /* ---- helpers core gives backends ------------------------------------------- */

@@ -112,6 +112,8 @@ DLOCK_API const char *dlock_err_name(int code);
                                                session after its lease */
 #define DLOCK_CAP_REPLICA_WAIT (1u << 12) /* can wait for replicas to
                                              confirm each write (WAIT) */
+#define DLOCK_CAP_DOWNGRADE (1u << 13)    /* dlock_downgrade(): a writer
+                                             becomes a reader atomically */
 
 /** "lease", "conn-bound", ... for one bit; NULL for an unknown bit. */
 DLOCK_API const char *dlock_cap_name(uint32_t bit);
@@ -381,6 +383,23 @@ DLOCK_API int dlock_acquire(dlock_lock *lk, uint32_t timeout_ms);
 
 /** dlock_acquire(lk, 0). */
 DLOCK_API int dlock_try_acquire(dlock_lock *lk);
+
+/**
+ * Turn lk's exclusive hold into a shared one (write -> read) without a
+ * moment when the lock is free, so no writer waiting meanwhile can come
+ * in; readers can join at once. From then on lk is a shared handle (its
+ * next acquires ask for shared). The fence stays. Upgrading the other way
+ * is not offered: two readers upgrading would wait for each other; release
+ * and acquire exclusive instead.
+ *
+ * @return DLOCK_OK, DLOCK_ENOTHELD, DLOCK_EINVAL (lk is shared, or held at
+ *         more than one reentrant level), DLOCK_EUNSUPPORTED (the mode
+ *         cannot do it atomically: without DLOCK_CAP_DOWNGRADE; lk is
+ *         still held exclusive), DLOCK_ELOST, DLOCK_ECONNECT (lk is still
+ *         held exclusive, if it is held at all: dlock_held() says).
+ * Threads: the handle's one user.
+ */
+DLOCK_API int dlock_downgrade(dlock_lock *lk);
 
 /* ------------------------------------------------------------------------ */
 /* Cancelling an acquire                                                    */

@@ -445,6 +445,15 @@ class Lock:
         if rc != 0:
             raise self._error(rc)
 
+    def downgrade(self):
+        """Turn this writer into a reader with no moment free, so a writer
+        waiting meanwhile stays out (dlock_downgrade()); the Lock is shared
+        from then on. Raises Unsupported where the mode cannot do it
+        atomically (the lock is still held exclusive)."""
+        rc = lib.dlock_downgrade(self._c)
+        if rc != 0:
+            raise self._error(rc)
+
     def owned(self):
         """True while this Lock holds the lock, as far as dlock can vouch
         (dlock_held(): no network I/O)."""

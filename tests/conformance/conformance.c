@@ -1124,6 +1124,78 @@ static void conformance__upgrade_refused_at_once(void **state)
     dlock_lock_free(w);
 }
 
+struct bg_acquire {
+    dlock_lock *lk;
+    uint32_t timeout;
+    atomic_int rc; /* 1 while waiting */
+    atomic_llong at_ms;
+};
+
+static void *bg_acquire_main(void *arg)
+{
+    struct bg_acquire *b = arg;
+    int rc = dlock_acquire(b->lk, b->timeout);
+    atomic_store(&b->at_ms, h_now_ms());
+    atomic_store(&b->rc, rc);
+    return NULL;
+}
+
+/* dlock_downgrade(): a writer becomes a reader with no moment free, so a
+ * writer waiting meanwhile stays out until the reader goes; the handle is
+ * shared from then on. A mode that cannot do it atomically says
+ * DLOCK_EUNSUPPORTED and the lock stays held exclusive. */
+static void conformance__downgrade_keeps_writers_out(void **state)
+{
+    const char *name = h_name("downgrade");
+    dlock_client *other = h_client(uri), *third = h_client(uri);
+    dlock_lock *w = h_lock(cl, name, 0, 0);
+    dlock_lock *w2 = h_lock(other, name, 0, 0);
+    dlock_lock *r3 = NULL;
+    struct bg_acquire b = {0};
+    pthread_t th;
+    uint64_t fence;
+
+    (void)state;
+    assert_non_null(third);
+    assert_int_equal(dlock_acquire(w, 5000), DLOCK_OK);
+    fence = dlock_fence(w);
+    if (!(caps & DLOCK_CAP_DOWNGRADE)) {
+        assert_int_equal(dlock_downgrade(w), DLOCK_EUNSUPPORTED);
+        assert_int_equal(dlock_try_acquire(w2), DLOCK_EBUSY);
+        assert_int_equal(dlock_release(w), DLOCK_OK);
+        goto out;
+    }
+    r3 = h_lock(third, name, 0, DLOCK_LOCK_SHARED);
+    b.lk = w2;
+    b.timeout = 20000;
+    atomic_init(&b.rc, 1);
+    pthread_create(&th, NULL, bg_acquire_main, &b);
+    h_sleep_ms(300); /* the writer waits (queued where the server queues) */
+    assert_int_equal(dlock_downgrade(w), DLOCK_OK);
+    assert_int_equal(dlock_downgrade(w), DLOCK_EINVAL); /* shared now */
+    assert_true(dlock_held(w));
+    h_sleep_ms(300);
+    assert_int_equal(atomic_load(&b.rc), 1); /* still out */
+    assert_int_equal(dlock_release(w), DLOCK_OK);
+    pthread_join(th, NULL);
+    assert_int_equal(atomic_load(&b.rc), DLOCK_OK);
+    if (caps & DLOCK_CAP_FENCING)
+        assert_true(dlock_fence(w2) > fence);
+    assert_int_equal(dlock_release(w2), DLOCK_OK);
+    /* The handle asks shared from now on: it shares with a reader. */
+    assert_int_equal(dlock_acquire(w, 5000), DLOCK_OK);
+    assert_int_equal(dlock_acquire(r3, 5000), DLOCK_OK);
+    assert_int_equal(dlock_try_acquire(w2), DLOCK_EBUSY);
+    assert_int_equal(dlock_release(r3), DLOCK_OK);
+    assert_int_equal(dlock_release(w), DLOCK_OK);
+out:
+    dlock_lock_free(r3);
+    dlock_lock_free(w);
+    dlock_lock_free(w2);
+    dlock_client_close(third);
+    dlock_client_close(other);
+}
+
 /* ---- names ----------------------------------------------------------------------------- */
 
 static void conformance__hostile_names(void **state)
@@ -1266,6 +1338,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(conformance__watchdog_keeps_lease),
         cmocka_unit_test(conformance__shared_readers_exclude_writer),
         cmocka_unit_test(conformance__upgrade_refused_at_once),
+        cmocka_unit_test(conformance__downgrade_keeps_writers_out),
         cmocka_unit_test(conformance__hostile_names),
         cmocka_unit_test(conformance__long_names),
         cmocka_unit_test(conformance__bad_arguments),

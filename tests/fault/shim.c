@@ -422,6 +422,18 @@ static int shim_inspect(struct dlock_session *s, const char *name, size_t len,
     return leave(s, m->inspect(in, name, len, out));
 }
 
+static int shim_downgrade(struct dlock_session *s,
+                          const struct dlock_request *req,
+                          struct dlock_grant *grant)
+{
+    const struct dlock_mode *m = ((struct shim_session *)s)->inner_mode;
+    struct dlock_session *in = enter(s);
+
+    if (m->downgrade == NULL)
+        return leave(s, DLOCK_EUNSUPPORTED);
+    return leave(s, m->downgrade(in, req, grant));
+}
+
 /* ---- the tables ------------------------------------------------------------------ */
 
 static struct dlock_mode shim_mode = {
@@ -432,6 +444,7 @@ static struct dlock_mode shim_mode = {
     .release = shim_release,
     .wait = shim_wait,
     .inspect = shim_inspect,
+    .downgrade = shim_downgrade,
 };
 
 static const struct dlock_mode *const shim_modes[] = {&shim_mode, NULL};

@@ -54,6 +54,25 @@ def test_try_acquire_fence_renew_release(client, name):
     b.release()
 
 
+def test_downgrade_or_unsupported(client, name, uri):
+    w = client.lock(name)
+    assert w.acquire(timeout=5)
+    with dlock.Client(uri) as other:
+        w2 = other.lock(name)
+        if 'downgrade' not in client.info()['caps']:
+            with pytest.raises(dlock.Unsupported):
+                w.downgrade()
+            assert not w2.acquire(blocking=False), 'no longer exclusive'
+            w.release()
+            return
+        w.downgrade()
+        assert w.owned()
+        assert not w2.acquire(blocking=False), 'a writer got in'
+        w.release()
+        assert w2.acquire(timeout=5)
+        w2.release()
+
+
 def test_timeout_returns_false_on_time(client, name):
     holder = client.lock(name)
     assert holder.acquire(timeout=5)

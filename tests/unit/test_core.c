@@ -440,7 +440,8 @@ struct backend_v2_frozen {
 static void backend__tables_v2_layout_frozen(void **state)
 {
     (void)state;
-    assert_int_equal(DLOCK_BACKEND_VERSION, 2);
+    /* Version 3 appends to version 2's tables, nothing more. */
+    assert_int_equal(DLOCK_BACKEND_VERSION, 3);
     SAME_B(version);
     SAME_B(scheme);
     SAME_B(aliases);
@@ -471,7 +472,10 @@ static void backend__tables_v2_layout_frozen(void **state)
     SAME_M(inspect);
     SAME_M(floor);
     SAME_M(data);
-    assert_int_equal(sizeof(struct dlock_mode), sizeof(struct mode_v2_frozen));
+    assert_int_equal(offsetof(struct dlock_mode, downgrade),
+                     sizeof(struct mode_v2_frozen));
+    assert_int_equal(sizeof(struct dlock_mode),
+                     sizeof(struct mode_v2_frozen) + sizeof(void (*)(void)));
     /* The session header every backend embeds first. */
     assert_int_equal(offsetof(struct dlock_session, backend), 0);
 }
