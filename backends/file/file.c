@@ -13,9 +13,20 @@
  *
  * File layout: bytes [0, 8) hold the fencing counter (little-endian), bytes
  * [8, 8 + OWNER_MAX) the last exclusive holder's owner id, for `dlock
- * inspect`. Lock ranges are independent of the data: the lock itself is
- * byte 0 (write lock for exclusive, read lock for shared); byte 1 is a short
+ * inspect`, and the 8 bytes after that a waiting writer's mark (below).
+ * Lock ranges are independent of the data: the lock itself is byte 0
+ * (write lock for exclusive, read lock for shared); byte 1 is a short
  * write lock that serialises shared holders while they bump the counter.
+ *
+ * Writers are not starved by readers. The kernel grants a read lock
+ * whenever no write lock is held, whoever waits, so a stream of
+ * overlapping readers would keep a writer out for ever. A refused writer
+ * therefore writes a mark, the CLOCK_MONOTONIC millisecond (one clock for
+ * the machine) until which new readers must stay out, WRITER_MARK_MS
+ * ahead; it renews it at every attempt (core retries a file lock every
+ * few ms), clears it when granted, and a dead or departed writer's mark
+ * lapses by itself. A reader that finds a live mark is refused, so the
+ * readers inside finish and the writer gets in within one reader hold.
  *
  * Sharing between users (group=NAME): lock files are created 0660 and
  * given the group (the creator must be a member), in a directory the
@@ -45,6 +56,8 @@
 #define FILE_SEGMENT_MAX 240 /* + ".lock" stays under NAME_MAX (255) */
 #define OWNER_MAX 64
 #define RECORD_SIZE (8 + OWNER_MAX)
+#define MARK_AT RECORD_SIZE /* the waiting writer's mark */
+#define WRITER_MARK_MS 1000
 
 extern const struct dlock_backend dlock__backend_file;
 
@@ -306,26 +319,54 @@ static int file_open_error(struct dlock_session *s, const char *name,
                                "cannot open the lock file: %s", strerror(e));
 }
 
+/* A waiting writer's mark: until when new readers stay out (0: none). */
+static uint64_t mark_get(int fd)
+{
+    unsigned char b[8];
+
+    return pread(fd, b, 8, MARK_AT) == 8 ? le64_get(b) : 0;
+}
+
+static void mark_put(int fd, uint64_t until_ms)
+{
+    unsigned char b[8];
+
+    le64_put(b, until_ms);
+    if (pwrite(fd, b, 8, MARK_AT) != 8) {
+        /* A full disk: readers are not held back; nothing else breaks. */
+    }
+}
+
 static int file_acquire(struct dlock_session *s,
                         const struct dlock_request *req, int64_t deadline_ms,
                         struct dlock_grant *grant, uint32_t *retry_ms)
 {
     struct file_session *fs = (struct file_session *)s;
     int shared = req->kind == DLOCK_KIND_SHARED;
+    uint64_t now, mark;
     int fd, e;
 
     (void)deadline_ms; /* no native wait: core polls */
-    (void)retry_ms;
     fd = file_open_lock(fs->dirfd, req->name, req->name_len, fs->gid);
     if (fd < 0)
         return file_open_error(s, req->name, req->name_len, errno);
+    now = (uint64_t)dlock_now_ms();
+    if (shared && (mark = mark_get(fd)) > now) {
+        close(fd); /* a writer waits: let it in first */
+        *retry_ms = (uint32_t)(mark - now);
+        return DLOCK_EBUSY;
+    }
     if (file_setlk(fd, F_OFD_SETLK, shared ? F_RDLCK : F_WRLCK, 0) != 0) {
         e = errno;
+        if (!shared && (e == EAGAIN || e == EACCES))
+            mark_put(fd, now + WRITER_MARK_MS);
         close(fd);
         if (e == EAGAIN || e == EACCES)
             return DLOCK_EBUSY;
         return dlock_session_error(s, DLOCK_ERROR, "fcntl: %s", strerror(e));
     }
+    if (!shared && mark_get(fd) != 0)
+        mark_put(fd, 0);
     /* Shared holders serialise on byte 1 while they bump the counter. */
     if (shared && file_setlk(fd, F_OFD_SETLKW, F_WRLCK, 1) != 0) {
         e = errno;

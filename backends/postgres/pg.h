@@ -40,7 +40,7 @@ struct pg_session;
 /* libpq keywords we may pass: ours plus every pass-through parameter. */
 #define PG_KW_MAX 64
 /* Statements of one mode (its own numbering), and its DDL statements. */
-#define PG_SQL_MAX 8
+#define PG_SQL_MAX 10
 #define PG_DDL_MAX 3
 /* Statements in one round trip at most. */
 #define PG_MAXQ 5

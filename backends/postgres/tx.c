@@ -43,7 +43,7 @@
 
 /* Indexes of the modes' statements in pg_conf.sql (printed with the table
  * name); each shared variant follows its exclusive one. TX_OWNER,
- * TX_FENCE_ROW and TX_INSERT_ROW are for_update's alone. */
+ * TX_FENCE_ROW, TX_INSERT_ROW and the turnstile are for_update's alone. */
 enum {
     TX_TRY,
     TX_TRY_SH,
@@ -51,8 +51,24 @@ enum {
     TX_WAIT_SH,
     TX_OWNER,
     TX_FENCE_ROW,
-    TX_INSERT_ROW
+    TX_INSERT_ROW,
+    TX_TURN,
+    TX_TURN_SH
 };
+
+/*
+ * for_update's turnstile. PostgreSQL lets a FOR SHARE locker in beside the
+ * row's other share lockers without queueing behind a FOR UPDATE that
+ * waits for them, so a stream of overlapping readers keeps a writer out
+ * for ever. Every dlock locker of the row therefore first takes a
+ * transaction advisory lock on the name (exclusive for a writer, shared
+ * for a reader) in the same round trip: advisory locks queue in arrival
+ * order, a reader arriving after a waiting writer waits behind it, and the
+ * row lock after it is then free at once. The key is the name's digest
+ * with its top bits flipped, apart from advisory mode's key of the same
+ * name. Clients that lock the row without dlock still exclude by the row.
+ */
+#define TX_TURN_FLIP 0x5a5a000000000000ull
 
 /* The wait's limit, and the keepalives and the silence limit
  * [B-BOUND-1] (bound.c), all local to the transaction, which is exactly the
@@ -154,7 +170,8 @@ static int tx_acquire(struct dlock_session *ds,
     const struct pg_conf *cf = s->cf;
     int sh = req->kind == DLOCK_KIND_SHARED;
     bool rows = cf->mode->row_key;
-    char key[65], lt[16], idle[16];
+    bool turn = cf->sql[TX_TURN] != NULL;
+    char key[65], tkey[24], lt[16], idle[16];
     struct pg_q q[PG_MAXQ];
     struct pg_res res;
     int rc;
@@ -165,6 +182,13 @@ static int tx_acquire(struct dlock_session *ds,
     dlock__pg_name_key(cf, req->name, req->name_len, key);
     dlock__pg_lock_timeout(lt, deadline);
     dlock__pg_idle_text(idle, req->lease_ms);
+    if (turn) {
+        uint8_t d[32];
+        dlock__pg_digest(cf, req->name, req->name_len, d);
+        dlock__pg_key_text(tkey, dlock__pg_key64(d) ^ TX_TURN_FLIP);
+        if (deadline == 0) /* a try waits at the turnstile 1 ms at most */
+            strcpy(lt, "1");
+    }
 
     /* Two tries at most: the second after creating a missing lock row. */
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -176,6 +200,8 @@ static int tx_acquire(struct dlock_session *ds,
         q[nq++] = (struct pg_q){SQL_SET_TX, 5,
                                 {lt, cf->ka_idle, cf->ka_interval,
                                  cf->ka_count, idle}};
+        if (turn)
+            q[nq++] = (struct pg_q){cf->sql[TX_TURN + sh], 1, {tkey}};
         lockq = nq;
         q[nq++] = (struct pg_q){cf->sql[(deadline ? TX_WAIT : TX_TRY) + sh],
                                 1, {key}};
@@ -420,6 +446,8 @@ const struct pg_mode dlock__pg_mode_for_update = {
         [TX_INSERT_ROW] = "INSERT INTO {t} (key, namespace, name)"
                           " VALUES (decode($1, 'hex'), $2, $3)"
                           " ON CONFLICT (key) DO NOTHING",
+        [TX_TURN] = "SELECT pg_advisory_xact_lock($1::bigint)",
+        [TX_TURN_SH] = "SELECT pg_advisory_xact_lock_shared($1::bigint)",
     },
     .ddl = {"CREATE SEQUENCE IF NOT EXISTS dlock_fence_seq",
             "CREATE TABLE IF NOT EXISTS {t} (key bytea PRIMARY KEY,"

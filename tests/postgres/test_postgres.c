@@ -523,7 +523,7 @@ static void postgres__modes_and_caps(void **state)
                            DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |
                            DLOCK_CAP_SHARED | DLOCK_CAP_FENCING;
     const uint32_t want[NMODES] = {
-        bound | DLOCK_CAP_BATCH_RENEW,
+        bound | DLOCK_CAP_BATCH_RENEW | DLOCK_CAP_DOWNGRADE,
         bound | DLOCK_CAP_SESSION_PER_LOCK,
         bound | DLOCK_CAP_SESSION_PER_LOCK,
         DLOCK_CAP_LEASE | DLOCK_CAP_NOTIFY | DLOCK_CAP_FENCING |
