@@ -70,6 +70,12 @@ static void exec_help(void)
         "  -s, --shared              take a shared (reader) lock\n"
         "  -x, -e, --exclusive       take an exclusive lock (the "
         "default)\n"
+        "  --fair                    refuse to run unless the URI's mode "
+        "grants in\n"
+        "                            order of arrival (`dlock info` says "
+        "\"fair\"); the\n"
+        "                            message names the backend's fair "
+        "modes\n"
         "  -E, --conflict-exit-code N\n"
         "                            exit code when busy or timed out "
         "(default 1)\n"
@@ -158,7 +164,8 @@ enum {
     OPT_KILL_AFTER,
     OPT_VERBOSE,
     OPT_PWFILE,
-    OPT_ALSO
+    OPT_ALSO,
+    OPT_FAIR
 };
 
 /* NAME and the --also names. */
@@ -567,6 +574,36 @@ static void catch_signals(struct run *r)
     sigaction(SIGPIPE, &sa, NULL);
 }
 
+/* --fair: does the URI's mode grant in order of arrival? If not, say so
+ * and name the backend's modes that do. */
+static bool is_fair(dlock_client *c, const char *uri)
+{
+    dlock_info info = DLOCK_INFO_INIT;
+    dlock_mode_info mi[16];
+    char err[256], fair[256] = "";
+    size_t n = 0, used = 0;
+
+    if (dlock_client_info(c, &info) == DLOCK_OK &&
+        (info.caps & DLOCK_CAP_FAIR))
+        return true;
+    for (size_t i = 0; i < 16; i++)
+        mi[i] = (dlock_mode_info)DLOCK_MODE_INFO_INIT;
+    if (dlock_backend_modes(uri, mi, 16, &n, err, sizeof err) == DLOCK_OK)
+        for (size_t i = 0; i < n && i < 16; i++)
+            if (mi[i].caps & DLOCK_CAP_FAIR)
+                used += (size_t)snprintf(fair + used, sizeof fair - used,
+                                         "%smode=%s", used ? ", " : "",
+                                         mi[i].mode);
+    tool_err("exec", "--fair: %s mode '%s' does not grant in order of "
+             "arrival; %s%s",
+             info.scheme != NULL ? info.scheme : "the",
+             info.mode != NULL ? info.mode : "?",
+             used ? "fair modes of this backend: " : "this backend has no "
+                                                     "fair mode",
+             fair);
+    return false;
+}
+
 static int exec_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -588,6 +625,7 @@ static int exec_run(int argc, char **argv)
         {"no-fork", no_argument, NULL, 'F'},
         {"quiet", no_argument, NULL, 'q'},
         {"also", required_argument, NULL, OPT_ALSO},
+        {"fair", no_argument, NULL, OPT_FAIR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -595,7 +633,7 @@ static int exec_run(int argc, char **argv)
     size_t nnames = 1;
     uint32_t timeout = DLOCK_WAIT_FOREVER, lease = 0, kill_after = 10000;
     unsigned long conflict = EXIT_CONFLICT;
-    bool quiet = false, verbose = false;
+    bool quiet = false, verbose = false, fair = false;
     const char *line = NULL; /* -c */
     const char *pwfile = NULL;
     char *uri_pw = NULL; /* the URI with the password put in */
@@ -670,6 +708,9 @@ static int exec_run(int argc, char **argv)
         case 'q':
             quiet = true;
             break;
+        case OPT_FAIR:
+            fair = true;
+            break;
         case OPT_ALSO:
             if (nnames == EXEC_NAMES_MAX) {
                 tool_err("exec", "--also: at most %d names in all",
@@ -742,6 +783,10 @@ static int exec_run(int argc, char **argv)
     if (rc != DLOCK_OK) {
         tool_err("exec", "%s", dlock_client_errmsg(c));
         code = tool_exit_for(rc);
+        goto out;
+    }
+    if (fair && !is_fair(c, uri)) {
+        code = EXIT_USAGE;
         goto out;
     }
     lo.lease_ms = lease;

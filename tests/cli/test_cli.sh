@@ -389,6 +389,17 @@ expect_status "flock -w 0.3 (seconds): timed out exits 1" 1 "$st"
 expect_status "flock --wait 0 -c: busy exits 1" 1 $?
 [ ! -s "$work/out" ] && [ ! -s "$work/err" ] &&
     ok "flock -q -c: the line did not run, nothing said" || not_ok "-q -c: $(cat "$work/out" "$work/err")"
+# --fair: runs only on a mode that grants in order of arrival, as dlock
+# info says; elsewhere a usage error that names the fair modes, if any.
+"$DLOCK" exec --fair "$(name fair)" -- true 2>"$work/err"
+st=$?
+if "$DLOCK" info | grep -q '^ *\*.*' && "$DLOCK" info | grep -A1 '^ *\*' | grep -q '\bfair\b'; then
+    expect_status "--fair on a fair mode runs the command" 0 "$st"
+else
+    expect_status "--fair on a mode that is not fair: usage, exit 64" 64 "$st"
+    grep -q "does not grant in order of arrival" "$work/err" &&
+        ok "--fair: the message says why" || not_ok "--fair message: $(cat "$work/err")"
+fi
 # --also: all the locks or none, in one order whatever the command line's
 "$DLOCK" exec -n --also "$held" "$(name also1)" -- true 2>"$work/err"
 expect_status "--also with one busy: conflict, exit 1" 1 $?
