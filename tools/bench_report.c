@@ -179,6 +179,50 @@ static const char *label_of(const struct bench_result *r, char *buf,
     return buf;
 }
 
+/* "0.982", or "-" when there is nothing to divide. */
+static const char *share_text(double v, char *buf, size_t cap)
+{
+    if (v < 0)
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.3f", v);
+    return buf;
+}
+
+/* The contended run's history: arrival order and hand-offs, next to what
+ * the mode claims. */
+static void print_order_table(const struct bench_run *run)
+{
+    char a[16], b[16];
+
+    printf("\narrival order, from the same run's history (each worker logs "
+           "when it called\nacquire and when it returned): in order = "
+           "contested grants that went to the\nearliest-arrived waiter; "
+           "hand-offs = grants whose previous holder was another\nworker "
+           "(the rest: a worker took the lock again after its own "
+           "release)\n");
+    printf("  %-3s %-11s %9s %10s %8s %8s %9s\n", "#", "claims fair",
+           "grants", "contested", "waiting", "in order", "hand-offs");
+    for (size_t i = 0; i < run->n; i++) {
+        const struct bench_result *r = &run->r[i];
+        if (!r->con_st.ran)
+            continue;
+        if (!r->order_ran) {
+            printf("  %-3zu %s\n", i + 1,
+                   r->order_seconds < 0 ? "not measured (a JSON from before "
+                                          "this figure)"
+                                        : "no grant to judge");
+            continue;
+        }
+        printf("  %-3zu %-11s %9llu %10llu %8.2f %8s %9s\n", i + 1,
+               !r->have_info ? "?" : (r->caps & DLOCK_CAP_FAIR) ? "yes" : "no",
+               (unsigned long long)r->order.grants,
+               (unsigned long long)r->order.contested, r->order.mean_waiting,
+               share_text(r->order.in_order_share, a, sizeof a),
+               share_text(r->order.handoff_share, b, sizeof b));
+    }
+}
+
 void bench_print_table(const struct bench_run *run)
 {
     const struct bench_machine *m = &run->machine;
@@ -268,6 +312,7 @@ void bench_print_table(const struct bench_run *run)
                    mm, r->fair_stddev, r->fair_jain,
                    (unsigned long long)r->overlaps);
         }
+        print_order_table(run);
     }
 
     if (run->workloads & WL_MANY) {
@@ -361,6 +406,29 @@ static void md_goal(FILE *f, const struct bench_goal *g, const char *unit)
     fprintf(f, "| %s ", goal_text(g, unit, t, sizeof t));
 }
 
+/* Arrival order and hand-offs of the contended run, beside the claim. */
+static void md_order(FILE *f, const struct bench_run *run)
+{
+    char lab[128], a[16], b[16];
+
+    fprintf(f, "| backend/mode | claims fair | grants judged | contested | "
+               "in arrival order | hand-offs |\n");
+    fprintf(f, "|---|---|--:|--:|--:|--:|\n");
+    for (size_t i = 0; i < run->n; i++) {
+        const struct bench_result *r = &run->r[i];
+        if (!r->con_st.ran || !r->order_ran)
+            continue;
+        fprintf(f, "| %s | %s | %llu | %llu | %s | %s |\n",
+                label_of(r, lab, sizeof lab),
+                !r->have_info ? "?" : (r->caps & DLOCK_CAP_FAIR) ? "yes" : "no",
+                (unsigned long long)r->order.grants,
+                (unsigned long long)r->order.contested,
+                share_text(r->order.in_order_share, a, sizeof a),
+                share_text(r->order.handoff_share, b, sizeof b));
+    }
+    fprintf(f, "\n");
+}
+
 /* Tables only for the workloads that ran: speed (uncontended, floor,
  * contended), many locks, and the goals they can judge. */
 int bench_write_markdown(const struct bench_run *run, const char *path)
@@ -425,6 +493,8 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
         }
         fprintf(f, "\n");
     }
+    if (run->workloads & WL_CONTENDED)
+        md_order(f, run);
 
     if (many) {
         fprintf(f, "| backend/mode | held locks | lease | renewals/s expected "
@@ -547,6 +617,38 @@ static json_object *jgoal(const struct bench_goal *g)
     return o;
 }
 
+/* A share, or null when there was nothing to divide. */
+static json_object *jshare(double v)
+{
+    return v < 0 ? NULL : json_object_new_double(v);
+}
+
+/* The contended run's arrival order and hand-offs, from its history. */
+static json_object *jorder(const struct bench_result *r)
+{
+    json_object *o = json_object_new_object();
+    const struct bench_order *d = &r->order;
+
+    json_object_object_add(
+        o, "claims_fair",
+        r->have_info ? json_object_new_boolean((r->caps & DLOCK_CAP_FAIR) != 0)
+                     : NULL);
+    json_object_object_add(o, "judged", json_object_new_boolean(r->order_ran));
+    json_object_object_add(o, "seconds", json_object_new_double(r->order_seconds));
+    json_object_object_add(o, "grants", json_object_new_int64((int64_t)d->grants));
+    json_object_object_add(o, "contested",
+                           json_object_new_int64((int64_t)d->contested));
+    json_object_object_add(o, "in_order",
+                           json_object_new_int64((int64_t)d->in_order));
+    json_object_object_add(o, "in_order_share", jshare(d->in_order_share));
+    json_object_object_add(o, "handoffs",
+                           json_object_new_int64((int64_t)d->handoffs));
+    json_object_object_add(o, "handoff_share", jshare(d->handoff_share));
+    json_object_object_add(o, "mean_waiting",
+                           json_object_new_double(d->mean_waiting));
+    return o;
+}
+
 static json_object *jresult(const struct bench_result *r)
 {
     json_object *o = json_object_new_object(), *w, *caps, *arr, *goals;
@@ -617,6 +719,7 @@ static json_object *jresult(const struct bench_result *r)
         json_object_object_add(fair, "stddev", json_object_new_double(r->fair_stddev));
         json_object_object_add(fair, "jain_index", json_object_new_double(r->fair_jain));
         json_object_object_add(w, "fairness", fair);
+        json_object_object_add(w, "arrival_order", jorder(r));
     }
     json_object_object_add(o, "contended", w);
 
@@ -815,6 +918,32 @@ static void jstatus_read(json_object *o, struct bench_status *st)
             st->rc = c;
 }
 
+/* A share written by jshare(): -1 when null or absent. */
+static double jshare_read(json_object *o, const char *key)
+{
+    json_object *v = jat(o, key);
+
+    return v == NULL ? -1 : json_object_get_double(v);
+}
+
+/* What jorder() wrote; absent in a JSON from before it (not judged,
+ * seconds -1). */
+static void jorder_read(json_object *o, struct bench_result *r)
+{
+    struct bench_order *d = &r->order;
+
+    memset(d, 0, sizeof *d);
+    r->order_ran = json_object_get_boolean(jat(o, "judged"));
+    r->order_seconds = o != NULL ? jdbl(o, "seconds") : -1;
+    d->grants = ju64(o, "grants");
+    d->contested = ju64(o, "contested");
+    d->in_order = ju64(o, "in_order");
+    d->in_order_share = jshare_read(o, "in_order_share");
+    d->handoffs = ju64(o, "handoffs");
+    d->handoff_share = jshare_read(o, "handoff_share");
+    d->mean_waiting = jdbl(o, "mean_waiting");
+}
+
 static void jresult_read(json_object *o, struct bench_result *r)
 {
     json_object *w, *arr;
@@ -876,6 +1005,7 @@ static void jresult_read(json_object *o, struct bench_result *r)
     r->fair_mean = jdbl(jat(w, "fairness"), "mean");
     r->fair_stddev = jdbl(jat(w, "fairness"), "stddev");
     r->fair_jain = jdbl(jat(w, "fairness"), "jain_index");
+    jorder_read(jat(w, "arrival_order"), r);
 
     w = jat(o, "many_locks");
     jstatus_read(w, &r->many_st);
@@ -1307,6 +1437,11 @@ static void svg_row_title(FILE *f, const struct bench_result *r)
                 r->workers, r->acq_per_s, r->handoffs_per_s,
                 (unsigned long long)r->fair_min,
                 (unsigned long long)r->fair_max, r->fair_jain);
+    if (r->con_st.ran && r->order_ran)
+        fprintf(f, "\nin arrival order %s of contested grants; hand-offs %s "
+                   "of grants",
+                share_text(r->order.in_order_share, a, sizeof a),
+                share_text(r->order.handoff_share, b, sizeof b));
     bn_caps_text(r->caps, caps, sizeof caps);
     fprintf(f, "\n");
     xml_text(f, caps);

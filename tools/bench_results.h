@@ -41,6 +41,36 @@ struct bench_lat {
     double mean;
 };
 
+/* One acquire attempt of a contended worker, on CLOCK_MONOTONIC: when it
+ * called dlock_acquire() and when that returned (granted or not). */
+struct bench_order_rec {
+    uint64_t arrive, end;
+    uint32_t granted, pad;
+};
+
+/* What bench_order_judge() finds in the merged log (bench_order.c). */
+struct bench_order {
+    uint64_t from, until;   /* the window judged (grants in [from, until)) */
+    uint64_t grants;        /* grants judged */
+    uint64_t contested;     /* ... with at least one other worker waiting */
+    uint64_t in_order;      /* ... of those, to the earliest arrival */
+    uint64_t with_previous; /* grants with an earlier grant in the log */
+    uint64_t handoffs;      /* ... of those, the earlier one to another worker */
+    double mean_waiting;    /* other workers waiting, per grant */
+    double in_order_share;  /* in_order / contested; -1 if none contested */
+    double handoff_share;   /* handoffs / with_previous; -1 if none */
+};
+
+/*
+ * Judge the grants in [from, until) of workers' logs (logs[w][0..n[w]),
+ * each in time order; full[w]: w's log filled, so the window ends where
+ * it stopped). -1 if out of memory.
+ */
+int bench_order_judge(const struct bench_order_rec *const *logs,
+                      const size_t *n, const bool *full, unsigned workers,
+                      uint64_t from, uint64_t until,
+                      struct bench_order *out);
+
 /* A workload's outcome besides its figures. */
 struct bench_status {
     bool ran;       /* measured (figures valid) */
@@ -74,6 +104,10 @@ struct bench_result {
     uint64_t per_worker[BENCH_MAX_WORKERS];
     uint64_t fair_min, fair_max;
     double fair_mean, fair_stddev, fair_jain;
+    /* arrival order and hand-offs, from the workers' logged history */
+    bool order_ran;
+    struct bench_order order;
+    double order_seconds; /* the window judged; -1: not in a JSON read */
 
     /* many locks */
     struct bench_status many_st;

@@ -18,6 +18,10 @@
  *                right before dlock_release() and the next holder computes
  *                now - that right after its dlock_acquire() returns: the
  *                hand-off latency; acquisitions per worker give fairness;
+ *                and each logs every attempt (when it called acquire, when
+ *                that returned), so that bench_order.c can judge from the
+ *                merged history whether grants went in arrival order and
+ *                how many were hand-offs to another process;
  *   many locks   K names held at once by one client while the main thread
  *                only sleeps and looks: the CPU of every other thread (the
  *                watchdog, and any client-library thread) as % of one core,
@@ -56,6 +60,7 @@
 /* Bounds: every workload stops at its duration or at these counts. */
 #define SAMPLE_CAP (1u << 21)     /* uncontended cycles kept per URI (16 MiB) */
 #define WORKER_SAMPLES (1u << 18) /* hand-offs kept per worker (2 MiB) */
+#define ORDER_LOG (1u << 17)      /* attempts logged per worker (3 MiB) */
 #define ACQUIRE_TIMEOUT_MS 5000   /* uncontended and many locks: nobody waits */
 #define WORKER_TIMEOUT_MS 1000    /* contended: re-check the phase this often */
 #define START_TIMEOUT_MS 30000    /* workers to connect and get ready */
@@ -78,7 +83,13 @@ static void bench_help(void)
         "  contended    N worker processes on one name: hand-offs/s, "
         "hand-off latency\n"
         "               (release to the next holder's acquire), fairness "
-        "per worker\n"
+        "per worker;\n"
+        "               and from the workers' logged history: the share "
+        "of contested\n"
+        "               grants that went in arrival order and the share "
+        "of hand-offs\n"
+        "               to another process, beside the mode's claim "
+        "(`dlock info`)\n"
         "  many         K names held by one client: watchdog CPU, memory "
         "per lock,\n"
         "               renewals per second\n"
@@ -187,7 +198,14 @@ struct shm_worker {
     _Atomic uint64_t handoffs;     /* ... whose previous holder was another */
     _Atomic uint64_t timeouts;
     _Atomic uint64_t nsamples;     /* hand-off latencies kept (capped) */
-    char pad[32];                  /* one cache line each */
+    _Atomic uint64_t norder;       /* attempts logged (capped) */
+    char pad[24];                  /* one cache line each */
+};
+
+/* What each worker keeps: hand-off latencies, and its attempts. */
+struct worker_log {
+    uint64_t samples[WORKER_SAMPLES];
+    struct bench_order_rec order[ORDER_LOG];
 };
 
 struct bench_shm {
@@ -198,15 +216,17 @@ struct bench_shm {
     _Atomic int last_holder;            /* 1 + index, or 0 */
     _Atomic uint64_t last_release_ns;   /* CLOCK_MONOTONIC */
     _Atomic uint64_t overlaps;          /* two holders at once: must be 0 */
+    /* Attempts that end at or after this are logged (0: none yet). */
+    _Atomic uint64_t log_from_ns;
     char errmsg[512];
     struct shm_worker w[BENCH_MAX_WORKERS];
-    uint64_t samples[]; /* workers x WORKER_SAMPLES */
+    struct worker_log logs[]; /* one per worker */
 };
 
 static size_t shm_size(unsigned workers)
 {
     return sizeof(struct bench_shm) +
-           (size_t)workers * WORKER_SAMPLES * sizeof(uint64_t);
+           (size_t)workers * sizeof(struct worker_log);
 }
 
 static void shm_fail(struct bench_shm *shm, int rc, const char *msg)
@@ -240,7 +260,8 @@ static int worker_main(int argc, char **argv)
     if (shm == MAP_FAILED)
         return EXIT_SOFTWARE;
     close(fd);
-    uint64_t *samples = shm->samples + (size_t)me * WORKER_SAMPLES;
+    uint64_t *samples = shm->logs[me].samples;
+    struct bench_order_rec *order = shm->logs[me].order;
     struct shm_worker *w = &shm->w[me];
 
     rc = dlock_client_open(&c, argv[5], NULL);
@@ -256,7 +277,19 @@ static int worker_main(int argc, char **argv)
         bn_sleep_ms(1);
 
     while (atomic_load(&shm->phase) != PHASE_STOP) {
+        uint64_t arrive = bn_now_ns();
         rc = dlock_acquire(lk, WORKER_TIMEOUT_MS);
+        uint64_t t = bn_now_ns();
+        /* The history: every attempt that ends once logging started
+         * (read after t, so no attempt ending later is missed). */
+        uint64_t from = atomic_load(&shm->log_from_ns), no;
+        if (from != 0 && t >= from &&
+            (rc == DLOCK_OK || rc == DLOCK_ETIMEDOUT) &&
+            (no = atomic_load(&w->norder)) < ORDER_LOG) {
+            order[no] = (struct bench_order_rec){arrive, t,
+                                                 rc == DLOCK_OK, 0};
+            atomic_store(&w->norder, no + 1);
+        }
         if (rc == DLOCK_ETIMEDOUT) {
             atomic_fetch_add(&w->timeouts, 1);
             continue;
@@ -265,7 +298,6 @@ static int worker_main(int argc, char **argv)
             shm_fail(shm, rc, dlock_lock_errmsg(lk));
             break;
         }
-        uint64_t t = bn_now_ns();
         /* Two holders at once would be a broken lock: count it. */
         if (atomic_exchange(&shm->inside, (int)me + 1) != 0)
             atomic_fetch_add(&shm->overlaps, 1);
@@ -468,6 +500,25 @@ static void wait_phase(const char *what, uint32_t ms)
     }
 }
 
+/* Arrival order and hand-offs, from the workers' logs (bench_order.c). */
+static void judge_order(struct bench_shm *shm, unsigned n, uint64_t from,
+                        uint64_t until, struct bench_result *r)
+{
+    const struct bench_order_rec *logs[BENCH_MAX_WORKERS];
+    size_t counts[BENCH_MAX_WORKERS];
+    bool full[BENCH_MAX_WORKERS];
+
+    for (unsigned i = 0; i < n; i++) {
+        logs[i] = shm->logs[i].order;
+        counts[i] = atomic_load(&shm->w[i].norder);
+        full[i] = counts[i] == ORDER_LOG;
+    }
+    if (bench_order_judge(logs, counts, full, n, from, until, &r->order) != 0)
+        return;
+    r->order_seconds = (double)(r->order.until - r->order.from) / 1e9;
+    r->order_ran = r->order.grants > 0;
+}
+
 static void run_contended(const struct bench_run *run, const char *uri,
                           struct bench_result *r)
 {
@@ -476,6 +527,7 @@ static void run_contended(const struct bench_run *run, const char *uri,
     struct bench_shm *shm = MAP_FAILED;
     size_t size = shm_size(n);
     char name[96], fdtext[16], idx[16], parent[24];
+    uint64_t order_from = 0, order_until = 0;
     int fd;
 
     memset(pids, 0, sizeof pids);
@@ -528,8 +580,14 @@ static void run_contended(const struct bench_run *run, const char *uri,
         if (run->warmup_ms > 0)
             wait_phase("contended warm-up", run->warmup_ms / 2);
         uint64_t t0 = bn_now_ns();
+        /* Every attempt ending after log_from is logged; grants are
+         * judged from a clock reading taken after that store, so none
+         * of the attempts they are judged against can be missing. */
+        atomic_store(&shm->log_from_ns, t0);
+        order_from = bn_now_ns();
         atomic_store(&shm->phase, PHASE_RECORD);
         wait_phase("contended", run->duration_ms);
+        order_until = bn_now_ns();
         atomic_store(&shm->phase, PHASE_STOP);
         r->con_seconds = (double)(bn_now_ns() - t0) / 1e9;
     }
@@ -571,8 +629,7 @@ static void run_contended(const struct bench_run *run, const char *uri,
         struct shm_worker *w = &shm->w[i];
         uint64_t ns = atomic_load(&w->nsamples), a = atomic_load(&w->acquisitions);
         if (all != NULL)
-            memcpy(all + k, shm->samples + (size_t)i * WORKER_SAMPLES,
-                   ns * sizeof *all);
+            memcpy(all + k, shm->logs[i].samples, ns * sizeof *all);
         k += ns;
         r->per_worker[i] = a;
         r->acquisitions += a;
@@ -598,6 +655,7 @@ static void run_contended(const struct bench_run *run, const char *uri,
         r->handoff.n = r->handoffs;
     }
     free(all);
+    judge_order(shm, n, order_from, order_until, r);
     munmap(shm, size);
     r->con_st.ran = true;
 }

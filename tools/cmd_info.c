@@ -20,12 +20,14 @@ static void info_help(void)
            "Print this build's version and backends, then every mode of "
            "URI's backend\n(default: $DLOCK_URI, else file://) with what "
            "it gives, which needs no\nconnection; then connect and print "
-           "the chosen mode's capabilities and its\nheld window: how long "
-           "a holder cut off from the service may believe it holds.\n"
+           "the chosen mode's capabilities, whether\nit is fair (grants in "
+           "order of arrival) and why, and its held window: how\nlong a "
+           "holder cut off from the service may believe it holds.\n"
            "--json prints one object instead: version, backends, backend, "
            "summary,\nmodes [{mode, summary, caps, chosen}], connected, "
-           "then uri, mode, lease_ms,\ntimeout_ms, client, caps (or "
-           "error).\n"
+           "then uri, mode, lease_ms,\ntimeout_ms, client, caps, fair "
+           "(whether grants follow arrival order)\nand fairness (why), "
+           "or error.\n"
            "\nexit status: 0, else as in `dlock --help` (the modes are "
            "listed before\na failure to connect).\n");
 }
@@ -138,7 +140,7 @@ static int print_modes(const char *uri, json_object *root)
            m[0].backend_summary);
     for (size_t i = 0; i < n && i < 16; i++) {
         caps_text(m[i].caps, caps, sizeof caps);
-        printf("  %s %-14s %s\n  %-16s [%s]\n", m[i].chosen ? "*" : " ",
+        printf("  %s %-14s %s %-16s [%s]\n", m[i].chosen ? "*" : " ",
                m[i].mode, m[i].summary, "", caps);
     }
     return DLOCK_OK;
@@ -151,33 +153,79 @@ static void print_window(const dlock_info *info)
     printf("held window:\n");
     if ((caps & DLOCK_CAP_CONN_BOUND) && (caps & DLOCK_CAP_SERVER_TIMEOUT)) {
         printf("  the lock lives in one connection. The holder stops "
-               "believing it holds the\n  moment that connection ends "
+               "believing it holds the moment that connection ends "
                "(its socket is watched), and in any case %" PRIu32 " ms\n"
                "  (the lease) after its last confirmed round trip; the "
-               "server frees the locks\n  of a connection that closes at "
-               "once, and of one silent for longer than the\n  lease plus "
+               "server frees the locks of a connection that closes at "
+               "once, and of one silent for longer than the lease plus "
                "a margin (a tenth, at least 500 ms) by ending it.\n",
                info->lease_ms);
     } else if ((caps & DLOCK_CAP_CONN_BOUND) &&
                (caps & DLOCK_CAP_SURVIVES_RECONNECT)) {
         printf("  the lock lives in a session that survives reconnects. "
-               "The server expires the\n  session after its timeout "
+               "The server expires the session after its timeout "
                "without heartbeats; the holder believes it holds only\n"
                "  until that timeout after the server last answered.\n");
     } else if (caps & DLOCK_CAP_CONN_BOUND) {
         printf("  the lock lives as long as the holder's process: nobody "
-               "else can take it\n  while that process lives, however "
-               "long it pauses; it is freed the moment the\n  process "
+               "else can take it while that process lives, however "
+               "long it pauses; it is freed the moment the process "
                "dies.\n");
     } else if (caps & DLOCK_CAP_LEASE) {
         printf("  a lease of %" PRIu32 " ms: the server frees it when it "
-               "runs out unrenewed; the holder\n  believes it holds only "
+               "runs out unrenewed; the holder believes it holds only "
                "until the lease after its last confirmed request, and,\n"
                "  where the mode watches its connections, not while one has "
-               "just dropped,\n  until a renewal confirms it.\n",
+               "just dropped, until a renewal confirms it.\n",
                info->lease_ms);
     } else {
         printf("  no bound: the lock is held until it is released.\n");
+    }
+}
+
+/*
+ * Whether grants follow arrival order, and why, from the mode's
+ * capabilities alone (tools/ knows no backend): the claim DLOCK_CAP_FAIR
+ * makes, and the waiting mechanism that makes it true or not. `dlock
+ * bench` measures it (the contended workload's arrival order).
+ */
+static const char *fair_text(uint32_t caps)
+{
+    if ((caps & DLOCK_CAP_FAIR) && (caps & DLOCK_CAP_NATIVE_WAIT))
+        return "yes: the server queues the waiters and grants the lock in "
+               "their order of arrival; a releaser that asks again "
+               "queues behind them";
+    if (caps & DLOCK_CAP_FAIR)
+        return "yes: grants follow the order of arrival";
+    if (caps & DLOCK_CAP_NATIVE_WAIT)
+        return "no: the server queues the waiters but promises no order; "
+               "a releaser that asks again may be served before them";
+    if (caps & DLOCK_CAP_NOTIFY)
+        return "no: a release wakes the waiters, which race for the lock; "
+               "a releaser that asks again at once races with them "
+               "(barging)";
+    return "no: waiters retry with backoff and jitter; whoever asks first "
+           "after a release wins, the releaser included (barging)";
+}
+
+/* text, indented by two and wrapped at 78 columns, and a full stop. */
+static void print_wrapped(const char *text)
+{
+    const char *p = text;
+
+    while (*p != '\0') {
+        size_t n = strlen(p), cut = n;
+        if (n > 76) {
+            cut = 76;
+            while (cut > 0 && p[cut] != ' ')
+                cut--;
+            if (cut == 0)
+                cut = 76;
+        }
+        printf("  %.*s%s\n", (int)cut, p, p[cut] == '\0' ? "." : "");
+        p += cut;
+        while (*p == ' ')
+            p++;
     }
 }
 
@@ -234,6 +282,11 @@ static int info_show(const char *uri, bool json)
         json_object_object_add(root, "client",
                                json_object_new_string(info.owner));
         json_object_object_add(root, "caps", caps_json(info.caps));
+        json_object_object_add(
+            root, "fair",
+            json_object_new_boolean((info.caps & DLOCK_CAP_FAIR) != 0));
+        json_object_object_add(root, "fairness",
+                               json_object_new_string(fair_text(info.caps)));
         dlock_client_close(c);
         return json_out(root, 0);
     }
@@ -246,6 +299,8 @@ static int info_show(const char *uri, bool json)
          bit <<= 1)
         printf("  %-3s %-19s %s\n", (info.caps & bit) ? "yes" : "no",
                dlock_cap_name(bit), dlock_cap_text(bit));
+    printf("fair:\n");
+    print_wrapped(fair_text(info.caps));
     print_window(&info);
     dlock_client_close(c);
     return 0;

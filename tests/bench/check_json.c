@@ -3,8 +3,9 @@
  * and checks that each dotted PATH ("results.0.uncontended.p50_ns") exists.
  * CHECK is one of: number, int, string, bool, array, object, null (the
  * value's type), pos (a number greater than zero), =TEXT (the value as
- * json-c prints it, strings without quotes: "=true", "=W2"), or len=N (an
- * array of N elements). Prints one line per
+ * json-c prints it, strings without quotes: "=true", "=W2"), len=N (an
+ * array of N elements), or range=LO,HI (a number from LO to HI, both
+ * included). Prints one line per
  * failed check and exits 1 if any failed, 2 if FILE does not parse.
  */
 #include <ctype.h>
@@ -68,6 +69,11 @@ static bool check(json_object *v, const char *what)
         return num && json_object_get_double(v) > 0;
     if (what[0] == '=')
         return v != NULL && strcmp(json_object_get_string(v), what + 1) == 0;
+    if (strncmp(what, "range=", 6) == 0) {
+        double lo, hi, x = json_object_get_double(v);
+        return num && sscanf(what + 6, "%lf,%lf", &lo, &hi) == 2 && x >= lo &&
+               x <= hi;
+    }
     if (strncmp(what, "len=", 4) == 0)
         return t == json_type_array &&
                json_object_array_length(v) == strtoul(what + 4, NULL, 10);
