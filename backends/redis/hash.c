@@ -21,8 +21,8 @@
 
 /* Redisson's prefixName(): "prefix:{name}", or "prefix:name" when the name
  * already has a '{' (then it carries its own hash tag). */
-static int prefix_name(struct dlock__rd_buf *b, const char *prefix,
-                       const char *name, size_t len)
+int dlock__rd_prefix_name(struct dlock__rd_buf *b, const char *prefix,
+                          const char *name, size_t len)
 {
     size_t plen = strlen(prefix);
     if (memchr(name, '{', len) != NULL) /* the name has its own tag */
@@ -77,8 +77,9 @@ static int cluster_keys(struct dlock__rd_keys *k)
 /* Redisson's names, exactly: the lock is the name itself (after
  * "<namespace>:" when namespace= is given); the channel and the token are
  * prefixName()s of it. */
-static int hash_keys(struct dlock__rd_keys *k, const struct dlock__rd_conf *cf,
-                     const char *name, size_t len)
+int dlock__rd_hash_keys(struct dlock__rd_keys *k,
+                        const struct dlock__rd_conf *cf, const char *name,
+                        size_t len)
 {
     const char *ns = cf->raw_ns;
 
@@ -89,10 +90,10 @@ static int hash_keys(struct dlock__rd_keys *k, const struct dlock__rd_conf *cf,
     } else if (dlock__rd_buf_set(&k->lock, name, len, "", 0, "", 0) != 0) {
         return -1;
     }
-    if (prefix_name(&k->channel, "redisson_lock__channel", k->lock.p,
-                    k->lock.len) != 0 ||
-        prefix_name(&k->fence, "redisson_lock_token", k->lock.p,
-                    k->lock.len) != 0)
+    if (dlock__rd_prefix_name(&k->channel, "redisson_lock__channel",
+                              k->lock.p, k->lock.len) != 0 ||
+        dlock__rd_prefix_name(&k->fence, "redisson_lock_token", k->lock.p,
+                              k->lock.len) != 0)
         return -1;
     return cf->cluster ? cluster_keys(k) : 0;
 }
@@ -132,8 +133,9 @@ static const struct dlock__rd_script hash_release = {
     2, 5,
     {RD_ARG_LOCK, RD_ARG_CHANNEL, RD_ARG_ZERO, RD_ARG_LEASE, RD_ARG_OWNER}};
 
-/* KEYS: name. ARGV: lease ms, field. Redisson's renewal. */
-static const struct dlock__rd_script hash_renew = {
+/* KEYS: name. ARGV: lease ms, field. Redisson's renewal (RLock's and
+ * RFairLock's alike). */
+const struct dlock__rd_script dlock__rd_hash_renew = {
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
     "  redis.call('pexpire', KEYS[1], ARGV[1]) "
     "  return 1 "
@@ -155,8 +157,8 @@ const struct dlock__rd_mode dlock__rd_mode_hash = {
              .summary = "Redisson's RLock layout and scripts (interoperates "
                         "with Java's RLock and RFencedLock)",
              RD_SINGLE_MODE_BASE, .floor = hash_floor},
-    .script = {&hash_acquire, &hash_release, &hash_renew},
-    .keys = hash_keys,
+    .script = {&hash_acquire, &hash_release, &dlock__rd_hash_renew},
+    .keys = dlock__rd_hash_keys,
     .release_refused = -1, /* 1: deleted; 0: counted down, still ours */
     .inspect_read = "HGETALL",
     .open = dlock__rd_single_open,

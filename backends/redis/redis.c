@@ -46,8 +46,8 @@
 
 /* The modes, the default first. */
 static const struct dlock__rd_mode *const rd_modes_own[] = {
-    &dlock__rd_mode_setnx, &dlock__rd_mode_hash, &dlock__rd_mode_redlock,
-    NULL};
+    &dlock__rd_mode_setnx, &dlock__rd_mode_hash, &dlock__rd_mode_fair,
+    &dlock__rd_mode_redlock, NULL};
 
 /* ---- choosing the mode --------------------------------------------------------- */
 
@@ -74,10 +74,12 @@ static int rd_pick_mode(const struct dlock_uri *uri,
         strcasecmp(uri->mode, dlock__rd_mode_setnx.base.name) == 0 ||
         strcasecmp(uri->mode, dlock__rd_mode_redlock.base.name) == 0)
         *out = &dlock__rd_mode_redlock.base;
-    else if (strcasecmp(uri->mode, dlock__rd_mode_hash.base.name) == 0)
+    else if (strcasecmp(uri->mode, dlock__rd_mode_hash.base.name) == 0 ||
+             strcasecmp(uri->mode, dlock__rd_mode_fair.base.name) == 0)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "mode: hash cannot be combined with redlock (a "
-                            "Redlock is made of setnx locks)");
+                            "mode: %s cannot be combined with redlock (a "
+                            "Redlock is made of setnx locks)",
+                            uri->mode);
     return DLOCK_OK;
 }
 
@@ -95,13 +97,15 @@ static int cluster_mode(struct dlock__rd_ctx *x, char *err, size_t errlen)
         return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
     *x->cmode = *x->m;
     for (size_t i = 0; i < RD_SC_COUNT; i++) {
+        if (x->m->script[i] == NULL)
+            continue; /* not in this mode */
         const char *lua = x->m->script[i]->lua, *p = strstr(lua, "'publish'");
         size_t n = strlen(lua);
         char *t = malloc(n + 2);
 
         if (t == NULL) {
             while (i-- > 0)
-                free((char *)x->cscript[i].lua);
+                free((char *)x->cscript[i].lua); /* NULL for gaps */
             free(x->cmode);
             x->cmode = NULL;
             return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
@@ -139,7 +143,7 @@ static int rd_ctx_open(void **out, const struct dlock_uri *uri,
     if (x == NULL)
         return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
     x->m = m;
-    if ((rc = dlock__rd_conf_parse(&x->conf, uri, m->nodes, err, errlen)) !=
+    if ((rc = dlock__rd_conf_parse(&x->conf, uri, m, err, errlen)) !=
         DLOCK_OK) {
         free(x);
         return rc;
@@ -233,12 +237,12 @@ static void rd_close(struct dlock_session *s)
 
 static const struct dlock_mode *const rd_modes[] = {
     &dlock__rd_mode_setnx.base, &dlock__rd_mode_hash.base,
-    &dlock__rd_mode_redlock.base, NULL};
+    &dlock__rd_mode_fair.base, &dlock__rd_mode_redlock.base, NULL};
 
 static const char *const rd_params[] = {
     "redlock",  "drift",         "node_timeout", "restart_delay",
     "sentinel", "sync_replicas", "sync_timeout", "cluster",
-    NULL};
+    "wait_time", "clock",        NULL};
 static const char *const rd_aliases[] = {"redlock", NULL};
 
 const struct dlock_backend dlock__backend_redis = {
@@ -247,8 +251,8 @@ const struct dlock_backend dlock__backend_redis = {
     .aliases = rd_aliases,
     .params = rd_params,
     .summary = "Redis: SET NX PX (setnx), Redisson's RLock (hash), either "
-               "on a Redis Cluster (cluster=1), Redlock over N masters "
-               "(redlock://)",
+               "on a Redis Cluster (cluster=1), Redisson's RFairLock "
+               "(fair), Redlock over N masters (redlock://)",
     .modes = rd_modes,
     .pick_mode = rd_pick_mode,
     .ctx_open = rd_ctx_open,
