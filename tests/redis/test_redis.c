@@ -47,6 +47,7 @@
 #include <hiredis/hiredis.h>
 
 #include "../conformance/harness.h"
+#include "raw.h"
 #include "dlock/backend.h"
 
 #define SLACK_MS 1500
@@ -87,57 +88,6 @@ static pid_t server_pid(const char *which)
     pclose(p);
     assert_true(atoi(out) > 0);
     return (pid_t)atoi(out);
-}
-
-/* A raw hiredis connection to the single test server. */
-static redisContext *raw(void)
-{
-    const char *u = getenv("DLOCK_TEST_REDIS_URI");
-    const char *colon;
-    redisContext *rc;
-    struct timeval tv = {5, 0};
-
-    assert_non_null(u);
-    colon = strrchr(u, ':');
-    assert_non_null(colon);
-    rc = redisConnectWithTimeout("127.0.0.1", atoi(colon + 1), tv);
-    assert_non_null(rc);
-    if (rc->err)
-        fail_msg("raw connect: %s", rc->errstr);
-    redisSetTimeout(rc, tv);
-    return rc;
-}
-
-static redisReply *rcmd(redisContext *rc, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *r;
-
-    va_start(ap, fmt);
-    r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    if (r == NULL)
-        fail_msg("raw command: %s", rc->errstr);
-    return r;
-}
-
-static long long rint_(redisContext *rc, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *r;
-    long long v;
-
-    va_start(ap, fmt);
-    r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    if (r == NULL)
-        fail_msg("raw command: %s", rc->errstr);
-    if (r->type != REDIS_REPLY_INTEGER)
-        fail_msg("expected an integer, got type %d (%s)", r->type,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "");
-    v = r->integer;
-    freeReplyObject(r);
-    return v;
 }
 
 static dlock_lock *new_lock(dlock_client *c, const char *name,

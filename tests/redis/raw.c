@@ -1,0 +1,64 @@
+/*
+ * raw.c: plain hiredis calls on the single test server, for the Redis
+ * tests that look at or write keys behind dlock's back (raw.h).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "raw.h"
+
+/* A raw hiredis connection to the single test server. */
+redisContext *raw(void)
+{
+    const char *u = getenv("DLOCK_TEST_REDIS_URI");
+    const char *colon;
+    redisContext *rc;
+    struct timeval tv = {5, 0};
+
+    assert_non_null(u);
+    colon = strrchr(u, ':');
+    assert_non_null(colon);
+    rc = redisConnectWithTimeout("127.0.0.1", atoi(colon + 1), tv);
+    assert_non_null(rc);
+    if (rc->err)
+        fail_msg("raw connect: %s", rc->errstr);
+    redisSetTimeout(rc, tv);
+    return rc;
+}
+
+redisReply *rcmd(redisContext *rc, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    if (r == NULL)
+        fail_msg("raw command: %s", rc->errstr);
+    return r;
+}
+
+long long rint_(redisContext *rc, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+    long long v;
+
+    va_start(ap, fmt);
+    r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    if (r == NULL)
+        fail_msg("raw command: %s", rc->errstr);
+    if (r->type != REDIS_REPLY_INTEGER)
+        fail_msg("expected an integer, got type %d (%s)", r->type,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "");
+    v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
