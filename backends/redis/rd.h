@@ -17,7 +17,7 @@
  *               native wait that keeps a waiter's place alive
  *   hash.c      mode hash: Redisson's RLock names and Lua
  *   redlock.c   mode redlock: acquire, renew, release over N masters
- *   single.c    what setnx and hash share: a session's one connection,
+ *   single.c    what setnx, hash and fair share: a session's one connection,
  *               acquire, pipelined renew, release
  *   pubsub.c    the per-client pub/sub connection, its thread, wait()
  *   inspect.c   inspect on one server and on Redlock's nodes

@@ -1,17 +1,17 @@
 /*
- * redis.c: the redis:// backend (modes setnx and hash) and redlock:// (the
+ * redis.c: the redis:// backend (modes setnx, hash and fair) and redlock:// (the
  * same SET-NX lock on N independent masters), over hiredis 0.14. This file
  * holds the backend's table, its list of modes, the choice of mode, the
  * per-client context and the sessions' life; rd.h lists the other files
  * and what each holds.
  *
- *   redis://[[user]:password@]host[:port][/db][?mode=setnx|hash&...]
+ *   redis://[[user]:password@]host[:port][/db][?mode=setnx|hash|fair&...]
  *   redlock://h1:p1,h2:p2,...[?node_timeout=&drift=&restart_delay=...]
  *   redis://h1,h2,...?redlock=1          (the same as redlock://)
  *   redis://h1:p1,h2:p2,...?cluster=1    (setnx or hash on a Redis
  *                                         Cluster: cluster.c)
  *
- * Three ways to lock with Redis, each a lesson:
+ * Four ways to lock with Redis, each a lesson:
  *
  *   setnx    (setnx.c) one key per lock holding the owner id, taken with
  *            SET key owner NX PX lease inside a Lua script that also bumps
@@ -22,6 +22,12 @@
  *            redisson_lock__channel:{name}, unlock message 0), so a C service
  *            on dlock and a Java service on Redisson exclude each other.
  *            The fencing counter is Redisson's RFencedLock token key.
+ *   fair     (fair.c) Redisson's RFairLock: hash's lock plus a wait queue
+ *            and a timeout set, each waiter woken on its own channel, so
+ *            grants follow arrival (and Java's RFairLock queues in the same
+ *            line); a waiter's place is kept while its process lives
+ *            (wait_time=), and clock=server takes the queue's time from
+ *            the server.
  *   redlock  (redlock.c) setnx's lock on N independent masters: held when a
  *            majority said yes within the validity time (lease - elapsed -
  *            drift); no fencing tokens, because no single counter can be
@@ -31,7 +37,8 @@
  *
  * Core picks the mode once per client: redlock:// or redlock=1 make it
  * Redlock (pick_mode below; mode=hash with either is refused), else mode=,
- * else setnx. Every script runs by EVALSHA (conn.c). setnx and hash wait
+ * else setnx. Every script runs by EVALSHA (conn.c). fair waits inside its
+ * acquire, on a channel of its own (fair.c). setnx and hash wait
  * for a release on the client's one pub/sub connection (pubsub.c); Redlock
  * waiters poll.
  *

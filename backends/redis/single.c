@@ -1,5 +1,6 @@
 /*
- * single.c: what setnx and hash share, a session on one server: its one
+ * single.c: what setnx and hash share (fair too, but for acquire, which
+ * waits in its queue: fair.c), a session on one server: its one
  * connection, acquire, renew (every item pipelined in one round trip) and
  * release. The mode gives the keys, the scripts and their signatures
  * (setnx.c, hash.c); this file sends them and reads what they answer.
