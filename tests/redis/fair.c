@@ -7,7 +7,7 @@
  *                   seen in the queue before the next starts) are granted
  *                   in that order; each writes its own grant and release
  *                   times (CLOCK_MONOTONIC) to a log, which also shows no
- *                   two holds overlapping.
+ *                   two holds overlapping; dlock_inspect() counts the 8.
  *   interop         Redisson's own RFairLock scripts, sent with EVAL from
  *                   threads here (each subscribed to its own channel, as
  *                   a Java waiter is), and dlock waiters queue in one line
@@ -164,6 +164,7 @@ static void fair__grants_follow_arrival_8_processes(void **state)
     int idx[NPROC + 1];
     uint64_t from[NPROC + 1], to[NPROC + 1];
     pid_t pid[NPROC];
+    dlock_state st = DLOCK_STATE_INIT;
     size_t n;
 
     (void)state;
@@ -177,6 +178,10 @@ static void fair__grants_follow_arrival_8_processes(void **state)
         while (h_now_ms() - t < 50)
             h_sleep_ms(5);
     }
+    /* dlock inspect counts the queue. */
+    assert_int_equal(dlock_inspect(c, name, &st), DLOCK_OK);
+    assert_int_equal(st.held, 1);
+    assert_int_equal(st.waiters, NPROC);
     assert_int_equal(dlock_release(h), DLOCK_OK);
     for (int i = 0; i < NPROC; i++)
         assert_int_equal(h_wait(pid[i]), 0);
@@ -519,6 +524,7 @@ static void fair__bad_uris_name_the_parameter(void **state)
         {"wait_time=1s&mode=setnx", "wait_time: only for mode=fair"},
         {"redlock=1", "mode: fair cannot be combined with redlock"},
         {"sync_replicas=1", "sync_replicas"},
+        {"cluster=1", "cluster: mode=fair is not supported"},
     };
     char u[1024];
 
