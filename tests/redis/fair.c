@@ -15,6 +15,8 @@
  *   stopped waiter  a waiter SIGSTOPped for four times wait_time keeps
  *                   its place (the next waiter is not granted), and is
  *                   skipped once it is SIGKILLed.
+ *   clock=server    a waiter's timeout is the server's TIME plus the
+ *                   lock's pttl and wait_time.
  *   no keys left    after a try, a timed-out wait and every release, the
  *                   queue and the timeout set are gone.
  *   bad URIs        wait_time= and clock= values, and combinations the
@@ -382,7 +384,8 @@ static void *dlock_main(void *arg)
     w->result = dlock_lock_new(&lk, w->c, w->name, NULL);
     if (w->result == DLOCK_OK &&
         (w->result = dlock_acquire(lk, 20000)) == DLOCK_OK) {
-        granted_as(w->who);
+        if (w->who != 0)
+            granted_as(w->who);
         h_sleep_ms(30);
         w->result = dlock_release(lk);
     }
@@ -480,6 +483,60 @@ static void fair__stopped_waiter_keeps_place_killed_is_skipped(void **state)
     dlock_client_close(c);
 }
 
+/* ---- clock=server ---------------------------------------------------------------- */
+
+/* The server's TIME in ms. */
+static long long server_ms(redisContext *rc)
+{
+    redisReply *r = rcmd(rc, "TIME");
+    long long ms;
+
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+/* With clock=server the scripts read TIME: a waiter joining behind a
+ * lock with 1 s left gets the timeout TIME + 1 s + wait_time (2 s). */
+static void fair__server_clock_sets_timeouts_from_time(void **state)
+{
+    const char *name = h_name("clock");
+    const char *u = h_uri_with("clock=server&wait_time=2s");
+    dlock_client *c = h_client(u), *c2 = h_client(u);
+    dlock_lock *h = new_lock(c, name, 1000);
+    redisContext *rc = raw();
+    struct waiter w = {name, 0, c2, -9}; /* 0: not logged */
+    char first[128];
+    long long t0, t1, score;
+    redisReply *r;
+    pthread_t th;
+
+    (void)state;
+    assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
+    t0 = server_ms(rc);
+    assert_int_equal(pthread_create(&th, NULL, dlock_main, &w), 0);
+    assert_true(queue_reaches(rc, name, 1, 10000));
+    t1 = server_ms(rc);
+    first_waiter(rc, name, first, sizeof first);
+    r = rcmd(rc, "ZSCORE redisson_lock_timeout:{%s} %s", name, first);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    score = atoll(r->str);
+    freeReplyObject(r);
+    /* The lock's pttl was at most 1 s and at least what a third of a
+     * lease (the watchdog's renewal) leaves. */
+    assert_true(score >= t0 + 2000 + 1000 / 3 - 50);
+    assert_true(score <= t1 + 2000 + 1000);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    pthread_join(th, NULL);
+    assert_int_equal(w.result, DLOCK_OK);
+    no_queue_keys(rc, name);
+    redisFree(rc);
+    dlock_lock_free(h);
+    dlock_client_close(c2);
+    dlock_client_close(c);
+}
+
 /* ---- no keys left -------------------------------------------------------------- */
 
 static void fair__try_and_timeout_leave_no_queue_keys(void **state)
@@ -558,6 +615,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(fair__grants_follow_arrival_8_processes),
         cmocka_unit_test(fair__redisson_scripts_and_dlock_share_one_queue),
         cmocka_unit_test(fair__stopped_waiter_keeps_place_killed_is_skipped),
+        cmocka_unit_test(fair__server_clock_sets_timeouts_from_time),
     };
     int rc;
 
