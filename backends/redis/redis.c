@@ -86,7 +86,8 @@ static int rd_pick_mode(const struct dlock_uri *uri,
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "mode: %s cannot be combined with redlock (a "
                             "Redlock is made of setnx locks)",
-                            uri->mode);
+                            strcasecmp(uri->mode, "hash") == 0 ? "hash"
+                                                               : "fair");
     return DLOCK_OK;
 }
 
