@@ -19,15 +19,18 @@
  *    re-queued at the back. Here:
  *    - a waiting dlock handle keeps its own entry: its wait loop runs the
  *      queue script every third of wait_time (and on every wake), which
- *      raises its timeout to at least now + wait_time; grants take
- *      nothing off the others' timeouts;
+ *      raises its timeout to at least now + (place + 1) * wait_time,
+ *      Redisson's own estimate for its place, so the wait_time a Java
+ *      grant takes off every timeout still leaves it ahead; dlock's
+ *      grants take nothing off the others' timeouts;
  *    - "dead" needs more than a past timeout: each waiter subscribes to
  *      its own channel (on the client's pub/sub connection) before it
  *      queues and stays subscribed while it waits, as Redisson's waiters
  *      do, and dlock's scripts skip a first waiter only when its timeout
  *      has passed *and* PUBSUB NUMSUB counts nobody on its channel; a
- *      first waiter that is late but subscribed gets its timeout re-armed
- *      (now + wait_time) instead. The subscription lives as long as the
+ *      subscribed first waiter has its timeout kept at least now +
+ *      wait_time instead (Java's included: its own Redisson scripts
+ *      would otherwise evict it once its estimate ran out). The subscription lives as long as the
  *      process's connection: a SIGSTOPped process keeps it (the kernel
  *      keeps its socket open), so it keeps its place however long it is
  *      stopped; a killed one loses it at once (the kernel closes the
@@ -38,9 +41,9 @@
  *    (tcp-keepalive, 300 s by default; or the server's timeout=); and a
  *    Java RFairLock sharing the queue still runs Redisson's own scripts,
  *    which look at the timeout only: a stopped dlock waiter is safe from
- *    those only while its timeout is ahead (up to wait_time after its
- *    last refresh), and a Java grant still takes its threadWaitTime off
- *    every timeout.
+ *    those only while its timeout is ahead (about (place + 1) *
+ *    wait_time after its last refresh, less a wait_time per Java grant),
+ *    and a Java client's threadWaitTime should equal wait_time.
  * 2. Timeouts from client clocks (redisson#1104, #2099): every Redisson
  *    client writes its own System.currentTimeMillis() into the timeouts,
  *    so a client whose clock is ahead makes the others look dead, one
@@ -98,9 +101,13 @@ static int fair_keys(struct dlock__rd_keys *k, const struct dlock__rd_conf *cf,
 
 /*
  * Every script starts as Redisson's do, dropping dead waiters from the
- * head of the queue, with dlock's liveness test (see the top). KEYS[2] is
- * the queue and KEYS[3] the timeouts in each; the channel prefix, wait
- * and now are at the positions given. Leaves the time in `now`.
+ * head of the queue, with dlock's liveness test (see the top): a first
+ * waiter subscribed to its channel is alive, and its timeout is kept at
+ * least wait ahead (which also keeps a Java waiter's own Redisson scripts
+ * from evicting it while dlock clients run theirs); one that is not is
+ * dropped once its timeout has passed. KEYS[2] is the queue and KEYS[3]
+ * the timeouts in each; the channel prefix, wait and now are at the
+ * positions given. Leaves the time in `now`.
  */
 #define FAIR_LUA_HEAD(chan, wait, now)                                      \
     "local now = tonumber(ARGV[" now "]) "                                 \
@@ -112,13 +119,16 @@ static int fair_keys(struct dlock__rd_keys *k, const struct dlock__rd_conf *cf,
     "  local first = redis.call('lindex', KEYS[2], 0) "                    \
     "  if first == false then break end "                                  \
     "  local timeout = redis.call('zscore', KEYS[3], first) "              \
-    "  if timeout == false or tonumber(timeout) > now then break end "     \
+    "  if timeout == false then break end "                                \
     "  if redis.call('pubsub', 'numsub', KEYS[" chan "] .. ':' .. first)[2]" \
     "     > 0 then "                                                       \
-    "    redis.call('zadd', KEYS[3], now + tonumber(ARGV[" wait "]), "     \
-    "               first) "                                               \
+    "    local keep = now + tonumber(ARGV[" wait "]) "                     \
+    "    if tonumber(timeout) < keep then "                                \
+    "      redis.call('zadd', KEYS[3], keep, first) "                      \
+    "    end "                                                             \
     "    break "                                                           \
     "  end "                                                               \
+    "  if tonumber(timeout) > now then break end "                         \
     "  redis.call('zrem', KEYS[3], first) "                                \
     "  redis.call('lpop', KEYS[2]) "                                       \
     "end "
@@ -158,11 +168,22 @@ static const struct dlock__rd_script fair_acquire = {
 
 /* An attempt that queues at the back (Redisson's timeout: the last
  * waiter's, or the lock's pttl, plus wait), or, already queued, keeps the
- * entry alive: its timeout is raised to now + wait at least.
- * -> {1, token}, or {0, the lock's pttl} when first, {0, -1} behind. */
+ * entry alive: its timeout is raised to now + (place + 1) * wait at
+ * least, Redisson's estimate for its place in line, so that the wait a
+ * Java client takes off every timeout at each of its grants leaves it
+ * ahead of now. -> {1, token}, or {0, the lock's pttl} when first,
+ * {0, -1} behind. */
 static const struct dlock__rd_script fair_queue = {
     FAIR_LUA_GRANT
     "local mine = redis.call('zscore', KEYS[3], ARGV[2]) "
+    "local place = 0 "
+    "if mine ~= false then "
+    "  local q = redis.call('lrange', KEYS[2], 0, -1) "
+    "  while place < #q and q[place + 1] ~= ARGV[2] do "
+    "    place = place + 1 "
+    "  end "
+    "end "
+    "local want = now + (place + 1) * tonumber(ARGV[3]) "
     "if mine == false then "
     "  local last = redis.call('lindex', KEYS[2], -1) "
     "  local ttl = false "
@@ -175,8 +196,8 @@ static const struct dlock__rd_script fair_queue = {
     "                ARGV[2]) == 1 then "
     "    redis.call('rpush', KEYS[2], ARGV[2]) "
     "  end "
-    "elseif tonumber(mine) < now + tonumber(ARGV[3]) then "
-    "  redis.call('zadd', KEYS[3], now + tonumber(ARGV[3]), ARGV[2]) "
+    "elseif tonumber(mine) < want then "
+    "  redis.call('zadd', KEYS[3], want, ARGV[2]) "
     "end "
     "if redis.call('lindex', KEYS[2], 0) == ARGV[2] then "
     "  return {0, redis.call('pttl', KEYS[1])} "

@@ -25,6 +25,7 @@
  * Timing bounds are generous: they check what happens and in which order,
  * never how fast.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -306,9 +307,10 @@ static void granted_as(char who)
 
 struct waiter {
     const char *name;
-    char who;        /* 'J' or 'D' and a digit in the log */
-    dlock_client *c; /* dlock's */
+    char who;         /* its letter in the grant order; 0: not logged */
+    dlock_client *c;  /* dlock's */
     int result;
+    const char *wait; /* Java's threadWaitTime in ms */
 };
 
 /* Wait for a message on sub for up to ms. */
@@ -347,7 +349,7 @@ static void *java_main(void *arg)
         snprintf(now, sizeof now, "%lld", wall_ms());
         r = redisCommand(rc, "EVAL %s 3 %s %s %s %s %s %s %s",
                          redisson_fair_lock, w->name, q, t, lease, field,
-                         JAVA_WAIT_MS, now);
+                         w->wait, now);
         if (r == NULL)
             break;
         if (r->type == REDIS_REPLY_NIL) {
@@ -393,6 +395,40 @@ static void *dlock_main(void *arg)
     return NULL;
 }
 
+/*
+ * Start each waiter in a thread of its own, each in the queue before the
+ * next (lower-case letters run Redisson's scripts, upper-case ones are
+ * dlock's), keep h held ms more, release it, and check that the grants
+ * came in the order want and that the queue is gone.
+ */
+static void line_up(redisContext *rc, const char *name, dlock_lock *h,
+                    struct waiter *w, int n, uint32_t ms, const char *want)
+{
+    pthread_t th[8];
+
+    assert_true(n <= 8);
+    norder = 0;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(pthread_create(&th[i], NULL,
+                                        islower((unsigned char)w[i].who)
+                                            ? java_main
+                                            : dlock_main,
+                                        &w[i]),
+                         0);
+        assert_true(queue_reaches(rc, name, i + 1, 10000));
+    }
+    h_sleep_ms(ms);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].result, 0);
+    }
+    order[norder] = '\0';
+    assert_string_equal(order, want);
+    norder = 0;
+    no_queue_keys(rc, name);
+}
+
 static void fair__redisson_scripts_and_dlock_share_one_queue(void **state)
 {
     const char *name = h_name("interop");
@@ -400,29 +436,45 @@ static void fair__redisson_scripts_and_dlock_share_one_queue(void **state)
     dlock_client *c = h_client(u), *c2 = h_client(u);
     dlock_lock *h = new_lock(c, name, 0);
     redisContext *rc = raw();
-    struct waiter w[4] = {{name, 'a', c2, -9}, {name, 'B', c2, -9},
-                          {name, 'c', c2, -9}, {name, 'D', c2, -9}};
-    pthread_t th[4];
+    struct waiter w[4] = {{name, 'a', c2, -9, JAVA_WAIT_MS},
+                          {name, 'B', c2, -9, JAVA_WAIT_MS},
+                          {name, 'c', c2, -9, JAVA_WAIT_MS},
+                          {name, 'D', c2, -9, JAVA_WAIT_MS}};
 
     (void)state;
-    /* Lower case: Java (Redisson's scripts); upper case: dlock. */
     assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
-    for (int i = 0; i < 4; i++) {
-        assert_int_equal(pthread_create(&th[i], NULL,
-                                        i % 2 == 0 ? java_main : dlock_main,
-                                        &w[i]),
-                         0);
-        assert_true(queue_reaches(rc, name, i + 1, 10000));
-    }
-    assert_int_equal(dlock_release(h), DLOCK_OK);
-    for (int i = 0; i < 4; i++) {
-        pthread_join(th[i], NULL);
-        assert_int_equal(w[i].result, 0);
-    }
-    order[norder] = '\0';
-    assert_string_equal(order, "aBcD");
-    no_queue_keys(rc, name);
+    line_up(rc, name, h, w, 4, 0, "aBcD");
     assert_int_equal(rint_(rc, "EXISTS %s", name), 0);
+    redisFree(rc);
+    dlock_lock_free(h);
+    dlock_client_close(c2);
+    dlock_client_close(c);
+}
+
+/*
+ * Redisson's timeouts run out while a holder renews its lock: the first
+ * waiter (Java) outlives its timeout, and each Java grant takes
+ * threadWaitTime off every timeout. dlock's scripts keep a subscribed
+ * first waiter's timeout ahead, and dlock waiters keep theirs at
+ * Redisson's estimate for their place, so nobody is evicted and the
+ * grants follow arrival.
+ */
+static void fair__java_timeouts_and_grants_keep_the_line(void **state)
+{
+    const char *name = h_name("javaline");
+    const char *u = h_uri_with("wait_time=1000ms");
+    dlock_client *c = h_client(u), *c2 = h_client(u);
+    dlock_lock *h = new_lock(c, name, 600);
+    redisContext *rc = raw();
+    struct waiter w[3] = {{name, 'a', c2, -9, "1000"},
+                          {name, 'B', c2, -9, "1000"},
+                          {name, 'C', c2, -9, "1000"}};
+
+    (void)state;
+    assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
+    /* Held 3.5 s more: past every timeout Redisson wrote (the holder's
+     * 600 ms plus one wait per place). */
+    line_up(rc, name, h, w, 3, 3500, "aBC");
     redisFree(rc);
     dlock_lock_free(h);
     dlock_client_close(c2);
@@ -506,7 +558,7 @@ static void fair__server_clock_sets_timeouts_from_time(void **state)
     dlock_client *c = h_client(u), *c2 = h_client(u);
     dlock_lock *h = new_lock(c, name, 1000);
     redisContext *rc = raw();
-    struct waiter w = {name, 0, c2, -9}; /* 0: not logged */
+    struct waiter w = {name, 0, c2, -9, NULL}; /* 0: not logged */
     char first[128];
     long long t0, t1, score;
     redisReply *r;
@@ -614,6 +666,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(fair__try_and_timeout_leave_no_queue_keys),
         cmocka_unit_test(fair__grants_follow_arrival_8_processes),
         cmocka_unit_test(fair__redisson_scripts_and_dlock_share_one_queue),
+        cmocka_unit_test(fair__java_timeouts_and_grants_keep_the_line),
         cmocka_unit_test(fair__stopped_waiter_keeps_place_killed_is_skipped),
         cmocka_unit_test(fair__server_clock_sets_timeouts_from_time),
     };
