@@ -103,6 +103,7 @@ for b in $built; do
     redis)
         entries+=("redis-setnx|\$DLOCK_TEST_REDIS_URI?mode=setnx|redis"
             "redis-hash|\$DLOCK_TEST_REDIS_URI?mode=hash|redis"
+            "redis-fair|\$DLOCK_TEST_REDIS_URI?mode=fair|redis"
             "redlock|redlock://\$DLOCK_TEST_REDIS5_HOSTS|redis5"
             "redis-cluster-setnx|\$DLOCK_TEST_RCLUSTER_URI&mode=setnx|rcluster")
         kinds+=(redis redis5 rcluster) ;;

@@ -2,10 +2,11 @@
  * conf.c: the URI of a redis:// or redlock:// client read into struct
  * dlock__rd_conf, once per client (and once per floor run). Which mode the
  * URI asks for is decided before, by core and redis.c's pick_mode(); this
- * file is told only whether the mode runs on one server or on Redlock's N
- * nodes, and checks hosts, /db, user and password, timeout=, Redlock's
- * node_timeout=, drift= and restart_delay=, and the replicas' sentinel=,
- * sync_replicas= and sync_timeout=. Every message names its part.
+ * file reads from the mode only whether it runs on Redlock's N nodes and
+ * whether it queues waiters (fair), and checks hosts, /db, user and
+ * password, timeout=, Redlock's node_timeout=, drift= and restart_delay=,
+ * the replicas' sentinel=, sync_replicas= and sync_timeout=, and fair's
+ * wait_time= and clock=. Every message names its part.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,12 @@
 
 /* restart_delay's upper bound: a day, far past any sane lease. */
 #define RESTART_DELAY_MAX_MS (24u * 3600u * 1000u)
+/* wait_time: Redisson's threadWaitTime default (5 minutes), and bounds:
+ * a waiter refreshes its place every third of it, so it must be long
+ * against a round trip, and a day is past any sane wait. */
+#define WAIT_TIME_DEFAULT_MS (5u * 60u * 1000u)
+#define WAIT_TIME_MIN_MS 100u
+#define WAIT_TIME_MAX_MS (24u * 3600u * 1000u)
 /* Sentinels' port when a host of a sentinel= URI has none. */
 #define SENTINEL_DEFAULT_PORT 26379
 
@@ -206,9 +213,53 @@ static int conf_prefer(struct dlock__rd_conf *cf, const struct dlock_uri *u,
     return DLOCK_OK;
 }
 
-int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
-                         bool nodes, char *err, size_t errlen)
+/* fair's wait_time= and clock=; refused by the other modes. */
+static int conf_fair(struct dlock__rd_conf *cf, const struct dlock_uri *u,
+                     bool queue, char *err, size_t errlen)
 {
+    static const char *const clocks[] = {"client", "server", NULL};
+    static const char *const only_fair[] = {"wait_time", "clock"};
+    const char *w = dlock_uri_param(u, "wait_time");
+    int rc, clock = 0;
+    uint32_t v;
+
+    for (size_t i = 0; !queue && i < 2; i++)
+        if (dlock_uri_param(u, only_fair[i]) != NULL)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "%s: only for mode=fair", only_fair[i]);
+    if ((rc = dlock_uri_duration(u, "wait_time", WAIT_TIME_DEFAULT_MS, &v,
+                                 err, errlen)) != DLOCK_OK)
+        return rc;
+    if (v < WAIT_TIME_MIN_MS || v > WAIT_TIME_MAX_MS)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "wait_time: expected a duration from 100ms to "
+                            "24h (how long a waiter may stay silent before "
+                            "others may skip it; Redisson's threadWaitTime), "
+                            "got '%.40s'",
+                            w);
+    cf->wait_time_ms = v;
+    if ((rc = dlock_uri_choice(u, "clock", clocks, 0, &clock, err,
+                               errlen)) != DLOCK_OK)
+        return rc;
+    cf->server_clock = clock == 1;
+    if (queue && cf->cluster)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "cluster: mode=fair is not supported with "
+                            "cluster=1 yet (a waiter's liveness is read "
+                            "with PUBSUB NUMSUB, which counts one node's "
+                            "subscribers)");
+    if (queue && cf->sync_replicas != 0)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "sync_replicas: not supported with mode=fair "
+                            "yet");
+    return DLOCK_OK;
+}
+
+int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
+                         const struct dlock__rd_mode *m, char *err,
+                         size_t errlen)
+{
+    bool nodes = m->nodes;
     int rc, cluster = 0;
 
     memset(cf, 0, sizeof *cf);
@@ -278,7 +329,8 @@ int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
                             "timeout: must be above 0 for redis");
     cf->lease_ms = u->lease_ms;
     if ((rc = conf_replicas(cf, u, nodes, err, errlen)) != DLOCK_OK ||
-        (rc = conf_redlock(cf, u, nodes, err, errlen)) != DLOCK_OK)
+        (rc = conf_redlock(cf, u, nodes, err, errlen)) != DLOCK_OK ||
+        (rc = conf_fair(cf, u, m->queue, err, errlen)) != DLOCK_OK)
         return rc;
 
     if ((rc = conf_prefer(cf, u, err, errlen)) != DLOCK_OK)

@@ -212,7 +212,7 @@ redisContext *dlock__rd_connect(const struct dlock__rd_conf *cf,
         what[nreplies++] = "SELECT";
     }
     if (sha != NULL)
-        for (int i = 0; i < RD_SC_COUNT; i++) {
+        for (int i = 0; i < RD_SC_COUNT && m->script[i] != NULL; i++) {
             redisAppendCommand(rc, "SCRIPT LOAD %s", m->script[i]->lua);
             what[nreplies++] = "SCRIPT LOAD";
         }

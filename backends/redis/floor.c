@@ -25,7 +25,7 @@ static int floor_begin(struct dlock__rd_session *rs,
     int rc;
 
     memset(rs, 0, sizeof *rs);
-    if ((rc = dlock__rd_conf_parse(cf, uri, m->nodes, err, errlen)) !=
+    if ((rc = dlock__rd_conf_parse(cf, uri, m, err, errlen)) !=
         DLOCK_OK)
         return rc;
     rs->m = m;

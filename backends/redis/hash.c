@@ -72,8 +72,9 @@ int dlock__rd_redisson_lock_key(struct dlock__rd_keys *k,
 /* Redisson's names, exactly: the lock is the name itself (after
  * "<namespace>:" when namespace= is given); the channel and the token are
  * prefixName()s of it. */
-static int hash_keys(struct dlock__rd_keys *k, const struct dlock__rd_conf *cf,
-                     const char *name, size_t len)
+int dlock__rd_hash_keys(struct dlock__rd_keys *k,
+                        const struct dlock__rd_conf *cf, const char *name,
+                        size_t len)
 {
     if (dlock__rd_redisson_lock_key(k, cf, name, len) != 0)
         return -1;
@@ -120,8 +121,9 @@ static const struct dlock__rd_script hash_release = {
     2, 5,
     {RD_ARG_LOCK, RD_ARG_CHANNEL, RD_ARG_ZERO, RD_ARG_LEASE, RD_ARG_OWNER}};
 
-/* KEYS: name. ARGV: lease ms, field. Redisson's renewal. */
-static const struct dlock__rd_script hash_renew = {
+/* KEYS: name. ARGV: lease ms, field. Redisson's renewal (RLock's and
+ * RFairLock's alike). */
+const struct dlock__rd_script dlock__rd_hash_renew = {
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
     "  redis.call('pexpire', KEYS[1], ARGV[1]) "
     "  return 1 "
@@ -143,8 +145,8 @@ const struct dlock__rd_mode dlock__rd_mode_hash = {
              .summary = "Redisson's RLock layout and scripts (interoperates "
                         "with Java's RLock and RFencedLock)",
              RD_SINGLE_MODE_BASE, .floor = hash_floor},
-    .script = {&hash_acquire, &hash_release, &hash_renew},
-    .keys = hash_keys,
+    .script = {&hash_acquire, &hash_release, &dlock__rd_hash_renew},
+    .keys = dlock__rd_hash_keys,
     .release_refused = -1, /* 1: deleted; 0: counted down, still ours */
     .inspect_read = "HGETALL",
     .open = dlock__rd_single_open,

@@ -2,7 +2,8 @@
  * inspect.c: describing a name without taking it (`dlock inspect`), on one
  * server (setnx, hash: the holder read by the mode's command, the TTL and
  * the fencing counter in one round trip) and on Redlock's nodes (held when
- * a majority holds it, -1 when some but not a majority do; no fence). The
+ * a majority holds it, -1 when some but not a majority do; no fence);
+ * fair counts its waiters with LLEN of its queue. The
  * keys are the mode's; rounds are rounds.c's. Core has preset every field
  * to "unknown" before the call.
  */
@@ -24,8 +25,8 @@ int dlock__rd_inspect_single(struct dlock_session *s, const char *name,
 {
     struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
     const struct dlock__rd_buf *lk = &rs->keys.lock;
-    redisReply *r[3] = {NULL, NULL, NULL};
-    int code = DLOCK_OK;
+    redisReply *r[4] = {NULL, NULL, NULL, NULL};
+    int code = DLOCK_OK, n = 3;
 
     dlock__rd_log_note(rs);
     if (rs->m->keys(&rs->keys, rs->cf, name, len) != 0)
@@ -37,7 +38,12 @@ int dlock__rd_inspect_single(struct dlock_session *s, const char *name,
     redisAppendCommand(rs->rc, "PTTL %b", lk->p, lk->len);
     redisAppendCommand(rs->rc, "GET %b", rs->keys.fence.p,
                        rs->keys.fence.len);
-    for (int i = 0; i < 3; i++)
+    if (rs->m->queue) { /* fair: the queue's length */
+        redisAppendCommand(rs->rc, "LLEN %b", rs->keys.queue.p,
+                           rs->keys.queue.len);
+        n = 4;
+    }
+    for (int i = 0; i < n; i++)
         if (dlock__rd_get_reply(rs->rc, &r[i]) != REDIS_OK ||
             r[i] == NULL) {
             code = dlock__rd_io_error(rs, DLOCK_ECONNECT, "inspect");
@@ -72,9 +78,12 @@ int dlock__rd_inspect_single(struct dlock_session *s, const char *name,
         out->remaining_ms = r[1]->integer;
     if (r[2]->type == REDIS_REPLY_STRING)
         out->fence = strtoull(r[2]->str, NULL, 10);
-    out->waiters = -1; /* PUBSUB NUMSUB counts clients, not waiters */
+    /* setnx, hash: PUBSUB NUMSUB would count clients, not waiters */
+    out->waiters = n == 4 && r[3]->type == REDIS_REPLY_INTEGER
+                       ? (int)r[3]->integer
+                       : -1;
 done:
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < n; i++)
         if (r[i] != NULL)
             freeReplyObject(r[i]);
     return code;

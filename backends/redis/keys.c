@@ -58,8 +58,12 @@ void dlock__rd_keys_free(struct dlock__rd_keys *k)
     free(k->lock.p);
     free(k->fence.p);
     free(k->channel.p);
-    k->lock.p = k->fence.p = k->channel.p = NULL;
-    k->lock.cap = k->fence.cap = k->channel.cap = 0;
+    free(k->queue.p);
+    free(k->timeouts.p);
+    k->lock.p = k->fence.p = k->channel.p = k->queue.p = k->timeouts.p =
+        NULL;
+    k->lock.cap = k->fence.cap = k->channel.cap = k->queue.cap =
+        k->timeouts.cap = 0;
 }
 
 /* ---- script commands ------------------------------------------------------------ */
@@ -95,6 +99,18 @@ void dlock__rd_cmd_evalsha(struct dlock__rd_cmd *c,
             break;
         case RD_ARG_KIND:
             *a = k->kind != NULL ? k->kind : "w", *l = 1;
+            break;
+        case RD_ARG_QUEUE:
+            *a = k->queue.p, *l = k->queue.len;
+            break;
+        case RD_ARG_TIMEOUTS:
+            *a = k->timeouts.p, *l = k->timeouts.len;
+            break;
+        case RD_ARG_WAIT:
+            *a = k->wait, *l = strlen(k->wait);
+            break;
+        case RD_ARG_NOW:
+            *a = k->now, *l = strlen(k->now);
             break;
         default: /* RD_ARG_ZERO */
             *a = "0", *l = 1;

@@ -6,9 +6,15 @@
  * then re-checks the lock key on its own session, so a release between the
  * EBUSY attempt and the subscription is never missed [B-WAIT-1].
  *
+ * Mode fair waits inside its acquire() instead, each waiter on a channel
+ * of its own that it keeps subscribed while it is queued: the
+ * subscription is how other clients see that it is alive (fair.c); the
+ * sub_* functions at the end serve it.
+ *
  * Which channel a name has is its mode's (the keys method); connecting is
  * conn.c's. Redlock has no pub/sub: its mode neither sets this up nor
- * waits. Divisions: channels; the thread; set-up and stop; wait().
+ * waits. Divisions: channels; the thread; set-up and stop; wait(); a
+ * waiter's own channel.
  */
 #include <errno.h>
 #include <poll.h>
@@ -368,6 +374,37 @@ static struct dlock__rd_pubsub *shard_for(struct dlock__rd_session *rs)
 
 /* ---- wait() ------------------------------------------------------------------------------- */
 
+/* Count a waiter on the channel name (made on first need), starting the
+ * thread if it is not running. NULL: out of memory, or the thread could
+ * not start (ps->started false). Under mu. */
+static struct dlock__rd_chan *chan_take(struct dlock__rd_pubsub *ps,
+                                        const struct dlock__rd_buf *name)
+{
+    struct dlock__rd_chan *c;
+
+    if (!ps->started && !ps->stop) {
+        if (pthread_create(&ps->thread, NULL, ps_main, ps) != 0)
+            return NULL;
+        ps->started = true;
+    }
+    c = chan_find(ps, name->p, name->len);
+    if (c == NULL && (c = chan_new(ps, name)) == NULL)
+        return NULL;
+    c->refs++;
+    return c;
+}
+
+/* The waiter is done with c; the thread unsubscribes it LINGER_MS after
+ * the last one left. Under mu. */
+static void chan_put(struct dlock__rd_pubsub *ps, struct dlock__rd_chan *c)
+{
+    if (--c->refs == 0) {
+        c->idle_since_ms = dlock_now_ms();
+        if (c->state != RD_CH_SUBSCRIBED)
+            ps_wake(ps); /* let the thread tidy up */
+    }
+}
+
 /* Sleep on c until its generation moves past gen0, deadline, stop, or a
  * cancel of the acquire on s [B-CANCEL-1]. Under mu. */
 static void chan_sleep(struct dlock_session *s, struct dlock__rd_pubsub *ps,
@@ -407,20 +444,13 @@ int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
         return DLOCK_OK; /* no master known or no memory: core retries */
 
     pthread_mutex_lock(&ps->mu);
-    if (!ps->started && !ps->stop) {
-        if (pthread_create(&ps->thread, NULL, ps_main, ps) != 0) {
-            pthread_mutex_unlock(&ps->mu);
-            return dlock_session_error(s, DLOCK_ENOMEM,
-                                       "cannot start the pub/sub thread");
-        }
-        ps->started = true;
-    }
-    c = chan_find(ps, rs->keys.channel.p, rs->keys.channel.len);
-    if (c == NULL && (c = chan_new(ps, &rs->keys.channel)) == NULL) {
+    if ((c = chan_take(ps, &rs->keys.channel)) == NULL) {
         pthread_mutex_unlock(&ps->mu);
-        return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+        return dlock_session_error(s, DLOCK_ENOMEM, "%s",
+                                   ps->started ? "out of memory"
+                                               : "cannot start the pub/sub "
+                                                 "thread");
     }
-    c->refs++;
     if (c->state == RD_CH_SUBSCRIBED && c->confirmed_ns < rs->attempt_ns) {
         recheck = false;
         if (c->last_msg_ns > rs->attempt_ns)
@@ -464,11 +494,71 @@ int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
     }
     chan_sleep(s, ps, c, gen0, deadline);
 out:
-    if (--c->refs == 0) {
-        c->idle_since_ms = dlock_now_ms();
-        if (c->state != RD_CH_SUBSCRIBED)
-            ps_wake(ps); /* let the thread tidy up */
-    }
+    chan_put(ps, c);
     pthread_mutex_unlock(&ps->mu);
     return rc;
+}
+
+/* ---- a waiter's own channel (fair.c) ------------------------------------------------------- */
+
+struct dlock__rd_chan *dlock__rd_sub_hold(struct dlock__rd_session *rs,
+                                          const struct dlock__rd_buf *name,
+                                          int64_t deadline, uint64_t *gen)
+{
+    struct dlock__rd_pubsub *ps = &rs->x->ps;
+    struct dlock__rd_chan *c;
+    uint64_t epoch0;
+
+    pthread_mutex_lock(&ps->mu);
+    if ((c = chan_take(ps, name)) == NULL) {
+        pthread_mutex_unlock(&ps->mu);
+        return NULL;
+    }
+    epoch0 = ps->epoch;
+    if (c->state == RD_CH_NONE)
+        ps_wake(ps);
+    /* Until confirmed, or the pub/sub cannot connect: the caller queues
+     * anyway (its refreshed timeout keeps it alive while it runs) and the
+     * thread subscribes as soon as it can. */
+    while (c->state != RD_CH_SUBSCRIBED && ps->epoch == epoch0 &&
+           !ps->stop && dlock_now_ms() < deadline)
+        if (dlock_session_cond_wait(&rs->base, &c->cv, &ps->mu, deadline) !=
+            0)
+            break;
+    *gen = c->gen;
+    pthread_mutex_unlock(&ps->mu);
+    return c;
+}
+
+int dlock__rd_sub_sleep(struct dlock__rd_session *rs,
+                        struct dlock__rd_chan *c, uint64_t *gen,
+                        int64_t deadline)
+{
+    struct dlock__rd_pubsub *ps = &rs->x->ps;
+    int rc;
+
+    if (c == NULL) { /* no channel: only time and cancel */
+        rc = dlock_session_poll(&rs->base, -1, 0, deadline);
+        return rc < 0 ? rc : 0;
+    }
+    pthread_mutex_lock(&ps->mu);
+    chan_sleep(&rs->base, ps, c, *gen, deadline);
+    rc = c->gen != *gen ? 1 : 0;
+    *gen = c->gen;
+    pthread_mutex_unlock(&ps->mu);
+    if (rc == 0 && (rc = dlock_session_cancelled(&rs->base)) == 0)
+        return 0;
+    return rc;
+}
+
+void dlock__rd_sub_drop(struct dlock__rd_session *rs,
+                        struct dlock__rd_chan *c)
+{
+    struct dlock__rd_pubsub *ps = &rs->x->ps;
+
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&ps->mu);
+    chan_put(ps, c);
+    pthread_mutex_unlock(&ps->mu);
 }

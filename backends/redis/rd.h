@@ -14,9 +14,11 @@
  *   setnx.c     mode setnx: its keys ("dlock:{ns:name}"), its Lua, its
  *               mode object (Redlock uses its keys and two of its scripts)
  *   rwlock.c    mode rwlock: Redisson's RReadWriteLock names and Lua
+ *   fair.c      mode fair: Redisson's RFairLock queue, its Lua, and the
+ *               native wait that keeps a waiter's place alive
  *   hash.c      mode hash: Redisson's RLock names and Lua
  *   redlock.c   mode redlock: acquire, renew, release over N masters
- *   single.c    what setnx and hash share: a session's one connection,
+ *   single.c    what setnx, hash and fair share: a session's one connection,
  *               acquire, pipelined renew, release
  *   pubsub.c    the per-client pub/sub connection, its thread, wait()
  *   inspect.c   inspect on one server and on Redlock's nodes
@@ -81,14 +83,20 @@ struct dlock__rd_conf {
     int sync_replicas;
     uint32_t sync_timeout_ms;
     bool cluster;              /* cluster=1: hosts are a cluster's seeds */
+    /* fair: wait_time= (Redisson's threadWaitTime) and clock=server */
+    uint32_t wait_time_ms;
+    bool server_clock;
 };
 
 #define RD_SYNC_MAJORITY (-1)
 
-/* Read and check everything the URI says for a mode on one server, or
- * (nodes) on Redlock's N; each message names its part. */
+struct dlock__rd_mode;
+
+/* Read and check everything the URI says for mode m (on one server, or on
+ * Redlock's N nodes); each message names its part. */
 int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
-                         bool nodes, char *err, size_t errlen);
+                         const struct dlock__rd_mode *m, char *err,
+                         size_t errlen);
 void dlock__rd_conf_free(struct dlock__rd_conf *cf);
 
 /* ---- keys and script commands (keys.c) ----------------------------------- */
@@ -101,9 +109,13 @@ struct dlock__rd_buf {
 
 /* The keys of one name, laid out by the mode (its keys method): lock is
  * the key whose existence says "held" (setnx's lock key, Redisson's hash),
- * fence the fencing counter, channel where releases are published. */
+ * fence the fencing counter, channel where releases are published; fair
+ * adds Redisson's wait queue and timeout set, and two values its scripts
+ * take, set with the keys before each script: wait (wait_time= in ms) and
+ * now (the client's wall clock in ms, or "0": the script reads TIME). */
 struct dlock__rd_keys {
-    struct dlock__rd_buf lock, fence, channel;
+    struct dlock__rd_buf lock, fence, channel, queue, timeouts;
+    char wait[16], now[24];
     /* What the request asks (rwlock's RD_ARG_KIND): "r" read, "w" write,
      * "W" write ahead of new readers (prefer=writer); set per call by
      * single.c, NULL reads as "w". */
@@ -122,8 +134,16 @@ void dlock__rd_keys_free(struct dlock__rd_keys *k);
 int dlock__rd_prefix_name(struct dlock__rd_buf *b, const char *prefix,
                           const char *name, size_t len);
 
-/* The scripts of a mode, loaded on each of its connections. */
-enum { RD_SC_ACQUIRE, RD_SC_RELEASE, RD_SC_RENEW, RD_SC_COUNT };
+/* The scripts of a mode, loaded on each of its connections; a mode
+ * without queue leaves the last two NULL. */
+enum {
+    RD_SC_ACQUIRE, /* one attempt */
+    RD_SC_RELEASE,
+    RD_SC_RENEW,
+    RD_SC_QUEUE,   /* fair: an attempt that queues (or stays queued) */
+    RD_SC_GIVEUP,  /* fair: leave the queue */
+    RD_SC_COUNT
+};
 
 /* What a script takes, in order: KEYS first, then ARGV. */
 enum {
@@ -133,9 +153,13 @@ enum {
     RD_ARG_OWNER,   /* the request's owner id */
     RD_ARG_LEASE,   /* the lease in ms, as text */
     RD_ARG_ZERO,    /* "0": Redisson's unlock message */
-    RD_ARG_KIND     /* keys.kind */
+    RD_ARG_KIND,    /* keys.kind */
+    RD_ARG_QUEUE,   /* keys.queue */
+    RD_ARG_TIMEOUTS, /* keys.timeouts */
+    RD_ARG_WAIT,    /* keys.wait */
+    RD_ARG_NOW      /* keys.now */
 };
-#define RD_ARGS_MAX 5
+#define RD_ARGS_MAX 9
 
 /* A Lua script and its signature, defined beside the mode that runs it. */
 struct dlock__rd_script {
@@ -229,7 +253,6 @@ struct dlock__rd_switch {
     uint64_t switches; /* +switch-master messages for our master */
 };
 
-struct dlock__rd_mode;
 
 struct dlock__rd_ctx {
     const struct dlock__rd_mode *m;
@@ -294,6 +317,8 @@ struct dlock__rd_mode {
     /* Redlock's N masters: several hosts, node_timeout=, drift=,
      * restart_delay=; no /db. */
     bool nodes;
+    /* A wait queue at the server (fair): wait_time= and clock=. */
+    bool queue;
     /* The scripts, by RD_SC_*: loaded on each connection. */
     const struct dlock__rd_script *script[RD_SC_COUNT];
     /* Lay out the keys of a name into k (0, or -1 out of memory). */
@@ -344,17 +369,18 @@ struct dlock__rd_mode {
  * So tokens grow across a data loss as long as grants come slower than one
  * per microsecond (each is a round trip) and the clock did not step back,
  * and across a clock step as long as the counter was kept.
- * Lua for the acquire scripts of setnx and hash; leaves the token in the
- * local `fence`.
+ * Lua for the acquire scripts of setnx, hash and fair, the counter being
+ * KEYS[k]; leaves the token in the local `fence`.
  */
-#define RD_LUA_FENCE_NEXT                                                   \
+#define RD_LUA_FENCE_NEXT_AT(k)                                             \
     "local t = redis.call('time') "                                        \
-    "local now = t[1] .. string.format('%06d', tonumber(t[2])) "           \
-    "local fence = redis.call('incr', KEYS[2]) "                           \
-    "if fence < tonumber(now) then "                                       \
-    "  redis.call('set', KEYS[2], now) "                                   \
-    "  fence = tonumber(now) "                                             \
+    "local us = t[1] .. string.format('%06d', tonumber(t[2])) "            \
+    "local fence = redis.call('incr', KEYS[" k "]) "                       \
+    "if fence < tonumber(us) then "                                        \
+    "  redis.call('set', KEYS[" k "], us) "                                \
+    "  fence = tonumber(us) "                                              \
     "end "
+#define RD_LUA_FENCE_NEXT RD_LUA_FENCE_NEXT_AT("2")
 
 /* ---- conn.c: connections, scripts, replies ------------------------------- */
 
@@ -496,6 +522,20 @@ int dlock__rd_pubsub_init(struct dlock__rd_pubsub *ps,
 void dlock__rd_pubsub_stop(struct dlock__rd_pubsub *ps);
 int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
                    uint32_t max_ms);
+/* fair.c's waiter: its own channel (name), held subscribed through a
+ * native wait. hold() starts holding and waits for the subscription to be
+ * confirmed, at most until deadline; NULL only when out of memory. sleep()
+ * waits for a message on it (or the pub/sub connection's loss) after
+ * *gen, the deadline or a cancel: 1 woken (*gen moves on), 0 the
+ * deadline, or the cancel's code. drop() lets it go. */
+struct dlock__rd_chan *dlock__rd_sub_hold(struct dlock__rd_session *rs,
+                                          const struct dlock__rd_buf *name,
+                                          int64_t deadline, uint64_t *gen);
+int dlock__rd_sub_sleep(struct dlock__rd_session *rs,
+                        struct dlock__rd_chan *c, uint64_t *gen,
+                        int64_t deadline);
+void dlock__rd_sub_drop(struct dlock__rd_session *rs,
+                        struct dlock__rd_chan *c);
 
 int dlock__rd_single_open(struct dlock__rd_session *rs, char *err,
                           size_t errlen);
@@ -553,7 +593,7 @@ redisReply *dlock__rd_cluster_run(struct dlock__rd_session *rs, int which,
 int dlock__rd_cluster_renew(struct dlock__rd_session *rs,
                             struct dlock_renewal *items, size_t n);
 
-/* ---- the modes: setnx.c, hash.c, rwlock.c, redlock.c ---------------------- */
+/* ---- the modes: setnx.c, hash.c, rwlock.c, fair.c, redlock.c ------------- */
 
 /* setnx's key layout and the scripts Redlock runs too. */
 int dlock__rd_setnx_keys(struct dlock__rd_keys *k,
@@ -561,6 +601,11 @@ int dlock__rd_setnx_keys(struct dlock__rd_keys *k,
                          size_t len);
 extern const struct dlock__rd_script dlock__rd_setnx_release;
 extern const struct dlock__rd_script dlock__rd_setnx_renew;
+/* hash's key layout (Redisson's names) and renewal, which fair shares. */
+int dlock__rd_hash_keys(struct dlock__rd_keys *k,
+                        const struct dlock__rd_conf *cf, const char *name,
+                        size_t len);
+extern const struct dlock__rd_script dlock__rd_hash_renew;
 
 extern const struct dlock__rd_mode dlock__rd_mode_setnx;
 extern const struct dlock__rd_mode dlock__rd_mode_hash;
@@ -577,6 +622,7 @@ int dlock__rd_redisson_lock_key(struct dlock__rd_keys *k,
  * refreshes it). */
 #define RD_WRITER_MARK_MS 2000
 #define RD_WRITER_RETRY_MS 500
+extern const struct dlock__rd_mode dlock__rd_mode_fair;
 extern const struct dlock__rd_mode dlock__rd_mode_redlock;
 
 /* ---- nopipe.c: hiredis's calls that write, with no SIGPIPE --------------- */

@@ -1,17 +1,17 @@
 /*
- * redis.c: the redis:// backend (modes setnx and hash) and redlock:// (the
+ * redis.c: the redis:// backend (modes setnx, hash and fair) and redlock:// (the
  * same SET-NX lock on N independent masters), over hiredis 0.14. This file
  * holds the backend's table, its list of modes, the choice of mode, the
  * per-client context and the sessions' life; rd.h lists the other files
  * and what each holds.
  *
- *   redis://[[user]:password@]host[:port][/db][?mode=setnx|hash|rwlock&...]
+ *   redis://[[user]:password@]host[:port][/db][?mode=setnx|hash|rwlock|fair&...]
  *   redlock://h1:p1,h2:p2,...[?node_timeout=&drift=&restart_delay=...]
  *   redis://h1,h2,...?redlock=1          (the same as redlock://)
  *   redis://h1:p1,h2:p2,...?cluster=1    (setnx or hash on a Redis
  *                                         Cluster: cluster.c)
  *
- * Three ways to lock with Redis, each a lesson:
+ * Four ways to lock with Redis, each a lesson:
  *
  *   setnx    (setnx.c) one key per lock holding the owner id, taken with
  *            SET key owner NX PX lease inside a Lua script that also bumps
@@ -26,6 +26,12 @@
  *            and one writer on one hash ("mode" field), interoperable
  *            with Java's RReadWriteLock; prefer=writer holds new readers
  *            back while a writer waits.
+ *   fair     (fair.c) Redisson's RFairLock: hash's lock plus a wait queue
+ *            and a timeout set, each waiter woken on its own channel, so
+ *            grants follow arrival (and Java's RFairLock queues in the same
+ *            line); a waiter's place is kept while its process lives
+ *            (wait_time=), and clock=server takes the queue's time from
+ *            the server.
  *   redlock  (redlock.c) setnx's lock on N independent masters: held when a
  *            majority said yes within the validity time (lease - elapsed -
  *            drift); no fencing tokens, because no single counter can be
@@ -35,7 +41,8 @@
  *
  * Core picks the mode once per client: redlock:// or redlock=1 make it
  * Redlock (pick_mode below; mode=hash with either is refused), else mode=,
- * else setnx. Every script runs by EVALSHA (conn.c). setnx and hash wait
+ * else setnx. Every script runs by EVALSHA (conn.c). fair waits inside its
+ * acquire, on a channel of its own (fair.c). setnx and hash wait
  * for a release on the client's one pub/sub connection (pubsub.c); Redlock
  * waiters poll.
  *
@@ -51,6 +58,7 @@
 /* The modes, the default first. */
 static const struct dlock__rd_mode *const rd_modes_own[] = {
     &dlock__rd_mode_setnx, &dlock__rd_mode_hash, &dlock__rd_mode_rwlock,
+    &dlock__rd_mode_fair,
     &dlock__rd_mode_redlock, NULL};
 
 /* ---- choosing the mode --------------------------------------------------------- */
@@ -76,15 +84,17 @@ static int rd_pick_mode(const struct dlock_uri *uri,
         return DLOCK_OK;
     if (uri->mode == NULL ||
         strcasecmp(uri->mode, dlock__rd_mode_setnx.base.name) == 0 ||
-        strcasecmp(uri->mode, dlock__rd_mode_redlock.base.name) == 0)
+        strcasecmp(uri->mode, dlock__rd_mode_redlock.base.name) == 0) {
         *out = &dlock__rd_mode_redlock.base;
-    else if (strcasecmp(uri->mode, dlock__rd_mode_hash.base.name) == 0 ||
-             strcasecmp(uri->mode, dlock__rd_mode_rwlock.base.name) == 0)
-        return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "mode: %s cannot be combined with redlock (a "
-                            "Redlock is made of setnx locks)",
-                            uri->mode);
-    return DLOCK_OK;
+        return DLOCK_OK;
+    }
+    for (size_t i = 0; rd_modes_own[i] != NULL; i++)
+        if (strcasecmp(uri->mode, rd_modes_own[i]->base.name) == 0)
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "mode: %s cannot be combined with redlock (a "
+                                "Redlock is made of setnx locks)",
+                                rd_modes_own[i]->base.name);
+    return DLOCK_OK; /* an unknown mode= is core's to name */
 }
 
 /* ---- the per-client context ---------------------------------------------------- */
@@ -101,13 +111,15 @@ static int cluster_mode(struct dlock__rd_ctx *x, char *err, size_t errlen)
         return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
     *x->cmode = *x->m;
     for (size_t i = 0; i < RD_SC_COUNT; i++) {
+        if (x->m->script[i] == NULL)
+            continue; /* not in this mode */
         const char *lua = x->m->script[i]->lua, *p = strstr(lua, "'publish'");
         size_t n = strlen(lua);
         char *t = malloc(n + 2);
 
         if (t == NULL) {
             while (i-- > 0)
-                free((char *)x->cscript[i].lua);
+                free((char *)x->cscript[i].lua); /* NULL for gaps */
             free(x->cmode);
             x->cmode = NULL;
             return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
@@ -163,7 +175,7 @@ static int rd_ctx_open(void **out, const struct dlock_uri *uri,
     if (x == NULL)
         return dlock_errorf(err, errlen, DLOCK_ENOMEM, "out of memory");
     x->m = m;
-    if ((rc = dlock__rd_conf_parse(&x->conf, uri, m->nodes, err, errlen)) !=
+    if ((rc = dlock__rd_conf_parse(&x->conf, uri, m, err, errlen)) !=
         DLOCK_OK) {
         free(x);
         return rc;
@@ -262,12 +274,13 @@ static void rd_close(struct dlock_session *s)
 
 static const struct dlock_mode *const rd_modes[] = {
     &dlock__rd_mode_setnx.base, &dlock__rd_mode_hash.base,
-    &dlock__rd_mode_rwlock.base, &dlock__rd_mode_redlock.base, NULL};
+    &dlock__rd_mode_rwlock.base, &dlock__rd_mode_fair.base,
+    &dlock__rd_mode_redlock.base, NULL};
 
 static const char *const rd_params[] = {
     "redlock",  "drift",         "node_timeout", "restart_delay",
     "sentinel", "sync_replicas", "sync_timeout", "cluster",
-    "prefer",   NULL};
+    "prefer",   "wait_time",     "clock",        NULL};
 static const char *const rd_aliases[] = {"redlock", NULL};
 
 const struct dlock_backend dlock__backend_redis = {
@@ -277,7 +290,8 @@ const struct dlock_backend dlock__backend_redis = {
     .params = rd_params,
     .summary = "Redis: SET NX PX (setnx), Redisson's RLock (hash), either "
                "on a Redis Cluster (cluster=1), Redisson's RReadWriteLock "
-               "(rwlock), Redlock over N masters (redlock://)",
+               "(rwlock) and RFairLock (fair), Redlock over N masters "
+               "(redlock://)",
     .modes = rd_modes,
     .pick_mode = rd_pick_mode,
     .ctx_open = rd_ctx_open,

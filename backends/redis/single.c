@@ -1,9 +1,10 @@
 /*
- * single.c: what setnx, hash and rwlock share, a session on one server:
- * its one connection, acquire, renew (every item pipelined in one round
- * trip) and release. The mode gives the keys, the scripts and their
- * signatures (setnx.c, hash.c, rwlock.c); this file sends them and reads
- * what they answer.
+ * single.c: what setnx, hash and rwlock share (fair too, but for acquire,
+ * which waits in its queue: fair.c), a session on one server: its one
+ * connection, acquire, renew (every item pipelined in one round trip) and
+ * release. The mode gives the keys, the scripts and their signatures
+ * (setnx.c, hash.c, rwlock.c); this file sends them and reads what they
+ * answer.
  *
  * Restarts: each connection reads the server's run_id (conn.c), and each
  * grant records in grant->word[0] the server's life (generation) it was

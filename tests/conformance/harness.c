@@ -293,6 +293,17 @@ void h_gate_close(struct h_gate *g)
     close(g->fd[1]);
 }
 
+bool h_append(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    size_t n = strlen(text);
+    bool ok = fd >= 0 && write(fd, text, n) == (ssize_t)n;
+
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
 /* ---- network faults and descriptors -------------------------------------- */
 
 uint16_t h_uri_port(const char *u)

@@ -82,6 +82,11 @@ int h_shutdown_connections(uint16_t port);
 int h_foreign_fds(pid_t pid, const int *keep, size_t n, char *out,
                   size_t cap);
 
+/* Append text to the file at path (made if missing) with one write(2)
+ * in O_APPEND mode, so lines from several processes never mix; false on
+ * failure. */
+bool h_append(const char *path, const char *text);
+
 /* A pipe-based one-byte signal between processes. */
 struct h_gate {
     int fd[2];

@@ -62,3 +62,22 @@ void *waiter_main(void *arg)
     atomic_store(&w->rc, rc);
     return NULL;
 }
+
+long long rint_(redisContext *rc, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+    long long v;
+
+    va_start(ap, fmt);
+    r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    if (r == NULL)
+        fail_msg("raw command: %s", rc->errstr);
+    if (r->type != REDIS_REPLY_INTEGER)
+        fail_msg("expected an integer, got type %d (%s)", r->type,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "");
+    v = r->integer;
+    freeReplyObject(r);
+    return v;
+}

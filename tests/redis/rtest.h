@@ -19,6 +19,8 @@ redisContext *raw(void);
 /* A command on it; fails the test when no reply came (an error reply is
  * returned as such). */
 redisReply *rcmd(redisContext *rc, const char *fmt, ...);
+/* A command's integer reply; fails the test on any other. */
+long long rint_(redisContext *rc, const char *fmt, ...);
 
 /* A Java client's Redisson field: the client's uuid ":" its thread id. */
 #define JAVA_FIELD "6a0e3c2f-1d4b-4f8e-9a55-0d6a3b1e7c11:57"

@@ -90,25 +90,6 @@ static pid_t server_pid(const char *which)
     return (pid_t)atoi(out);
 }
 
-static long long rint_(redisContext *rc, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *r;
-    long long v;
-
-    va_start(ap, fmt);
-    r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    if (r == NULL)
-        fail_msg("raw command: %s", rc->errstr);
-    if (r->type != REDIS_REPLY_INTEGER)
-        fail_msg("expected an integer, got type %d (%s)", r->type,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "");
-    v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
 static dlock_lock *new_lock(dlock_client *c, const char *name,
                             uint32_t lease, dlock_lost_fn lost, void *p)
 {

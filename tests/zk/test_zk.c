@@ -358,7 +358,6 @@ static int fifo_child(char **args)
     dlock_client *c = h_client(getenv("DLOCK_URI"));
     dlock_lock *lk = c != NULL ? h_lock(c, args[0], 0, 0) : NULL;
     char line[32];
-    int fd, n;
 
     if (lk == NULL)
         return 3;
@@ -366,11 +365,9 @@ static int fifo_child(char **args)
         fprintf(stderr, "fifo child: %s\n", dlock_lock_errmsg(lk));
         return 4;
     }
-    fd = open(args[2], O_WRONLY | O_APPEND);
-    n = snprintf(line, sizeof line, "%s\n", args[1]);
-    if (fd < 0 || write(fd, line, (size_t)n) != n)
+    snprintf(line, sizeof line, "%s\n", args[1]);
+    if (!h_append(args[2], line))
         return 5;
-    close(fd);
     if (dlock_release(lk) != DLOCK_OK)
         return 6;
     dlock_lock_free(lk);
