@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1303,6 +1304,102 @@ static void conformance__writer_not_starved_by_readers(void **state)
     dlock_lock_free(w);
 }
 
+/* ---- arrival order --------------------------------------------------------------------- */
+
+#define FIFO_PROCS 8
+
+/* A waiter of fair_grants_follow_arrival. args: name, scratch dir, index.
+ * Connects (a try, which queues nothing, warms the session up), says
+ * "ready.<i>", waits for "go.<i>", then waits for the lock and appends
+ * "<i> <granted ns> <released ns>" to order.log just before releasing. */
+static int fifo_child(char **args)
+{
+    dlock_client *c = h_client(uri);
+    dlock_lock *lk = c != NULL ? h_lock(c, args[0], 0, 0) : NULL;
+    char path[512], line[96];
+    int64_t end = h_now_ms() + 30000;
+    uint64_t t0;
+    bool ok;
+
+    if (lk == NULL || dlock_try_acquire(lk) != DLOCK_EBUSY)
+        return 3;
+    snprintf(path, sizeof path, "%s/ready.%s", args[1], args[2]);
+    if (!h_append(path, "1"))
+        return 4;
+    snprintf(path, sizeof path, "%s/go.%s", args[1], args[2]);
+    while (access(path, F_OK) != 0 && h_now_ms() < end)
+        h_sleep_ms(1);
+    if (dlock_acquire(lk, 30000) != DLOCK_OK)
+        return 5;
+    t0 = h_now_ns();
+    h_sleep_ms(20);
+    snprintf(line, sizeof line, "%s %llu %llu\n", args[2],
+             (unsigned long long)t0, (unsigned long long)h_now_ns());
+    snprintf(path, sizeof path, "%s/order.log", args[1]);
+    ok = h_append(path, line) && dlock_release(lk) == DLOCK_OK;
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    return ok ? 0 : 6;
+}
+
+/* A mode that claims DLOCK_CAP_FAIR grants in arrival order: 8 processes,
+ * connected beforehand, start waiting 50 ms apart behind a holder, and
+ * their own logs show them granted in that order, one at a time. */
+static void conformance__fair_grants_follow_arrival(void **state)
+{
+    const char *name = h_name("fifo");
+    dlock_lock *h;
+    char dir[512], path[600], idx[16];
+    pid_t pid[FIFO_PROCS];
+    int order[FIFO_PROCS + 1], n = 0, i;
+    unsigned long long from[FIFO_PROCS + 1], to[FIFO_PROCS + 1];
+    FILE *f;
+
+    (void)state;
+    if (!(caps & DLOCK_CAP_FAIR))
+        skip();
+    snprintf(dir, sizeof dir, "%s/%s", h_scratch(), name);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    h = h_lock(cl, name, 0, 0);
+    assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
+    for (i = 0; i < FIFO_PROCS; i++) {
+        snprintf(idx, sizeof idx, "%d", i);
+        pid[i] = h_spawn("fifo", name, dir, idx);
+    }
+    for (i = 0; i < FIFO_PROCS; i++) {
+        int64_t end = h_now_ms() + 30000;
+        snprintf(path, sizeof path, "%s/ready.%d", dir, i);
+        while (access(path, F_OK) != 0 && h_now_ms() < end)
+            h_sleep_ms(5);
+        assert_int_equal(access(path, F_OK), 0);
+    }
+    for (i = 0; i < FIFO_PROCS; i++) {
+        snprintf(path, sizeof path, "%s/go.%d", dir, i);
+        assert_true(h_append(path, "1"));
+        h_sleep_ms(50);
+    }
+    h_sleep_ms(100);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    for (i = 0; i < FIFO_PROCS; i++)
+        assert_int_equal(h_wait(pid[i]), 0);
+    snprintf(path, sizeof path, "%s/order.log", dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    while (n <= FIFO_PROCS &&
+           fscanf(f, "%d %llu %llu", &order[n], &from[n], &to[n]) == 3)
+        n++;
+    fclose(f);
+    assert_int_equal(n, FIFO_PROCS);
+    for (i = 0; i < n; i++) {
+        if (order[i] != i)
+            fail_msg("grant %d went to the waiter that arrived %d-th", i,
+                     order[i]);
+        if (i > 0)
+            assert_true(from[i] >= to[i - 1]); /* one holder at a time */
+    }
+    dlock_lock_free(h);
+}
+
 /* ---- names ----------------------------------------------------------------------------- */
 
 static void conformance__hostile_names(void **state)
@@ -1447,6 +1544,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(conformance__upgrade_refused_at_once),
         cmocka_unit_test(conformance__downgrade_keeps_writers_out),
         cmocka_unit_test(conformance__writer_not_starved_by_readers),
+        cmocka_unit_test(conformance__fair_grants_follow_arrival),
         cmocka_unit_test(conformance__hostile_names),
         cmocka_unit_test(conformance__long_names),
         cmocka_unit_test(conformance__bad_arguments),
@@ -1465,6 +1563,7 @@ int main(int argc, char **argv)
         {"hold", hold_child},
         {"holdexec", holdexec_child},
         {"pausable", pausable_child},
+        {"fifo", fifo_child},
         {NULL, NULL},
     };
 
