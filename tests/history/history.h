@@ -77,6 +77,8 @@ struct hi_meta {
     uint32_t acquire_timeout_ms;
     uint32_t hold_ms, long_hold_ms, long_pct, writes;
     uint32_t rmw_pause_us, think_ms;
+    uint32_t readers_pct;       /* share of reader cycles (modes with
+                                 * DLOCK_CAP_SHARED), 0 to 100 */
     uint32_t duration_ms;
     unsigned workers;
     uint64_t seed;
