@@ -16,6 +16,9 @@
 #                                             `meson test --list`, e.g.
 #                                             postgres-advisory, redlock)
 #   scripts/history.sh --seed N --faults LIST passed on to `history run`
+#   scripts/history.sh --readers P            (so is --workers N): P% of
+#                                             the cycles readers' on modes
+#                                             with shared locks (default 0)
 #   scripts/history.sh --no-docs              leave docs/history.md alone
 #   scripts/history.sh --parallel             the backends side by side, each
 #                                             with its own servers (10m runs:
@@ -44,7 +47,7 @@ while [ $# -gt 0 ]; do
     --only) only=${2:?--only needs a list}; shift ;;
     --mode) modes=${2:?--mode needs a list}; shift ;;
     --build) build=${2:?--build needs a directory}; shift ;;
-    --seed | --faults | --workers) extra+=("$1" "${2:?$1 needs a value}"); shift ;;
+    --seed | --faults | --workers | --readers) extra+=("$1" "${2:?$1 needs a value}"); shift ;;
     --no-docs) docs=0 ;;
     --parallel) parallel=1 ;;
     --inner) break ;;
@@ -103,6 +106,7 @@ for b in $built; do
     redis)
         entries+=("redis-setnx|\$DLOCK_TEST_REDIS_URI?mode=setnx|redis"
             "redis-hash|\$DLOCK_TEST_REDIS_URI?mode=hash|redis"
+            "redis-rwlock|\$DLOCK_TEST_REDIS_URI?mode=rwlock&prefer=writer|redis"
             "redis-fair|\$DLOCK_TEST_REDIS_URI?mode=fair|redis"
             "redlock|redlock://\$DLOCK_TEST_REDIS5_HOSTS|redis5"
             "redis-cluster-setnx|\$DLOCK_TEST_RCLUSTER_URI&mode=setnx|rcluster")

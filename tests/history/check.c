@@ -8,23 +8,33 @@
  * in worker.c and run.c) and counts, with timestamps from CLOCK_MONOTONIC
  * (one clock for every process of the machine):
  *
- *   overlap       two handles' held windows overlap. A window runs from the
- *                 return of dlock_acquire to the start of the last
- *                 dlock_held() call that said 1; both ends are conservative
- *                 (the handle believed it held at both), so any overlap is
- *                 a moment when both believed.
+ *   overlap       two handles' held windows overlap, at least one of them
+ *                 a writer's (readers' windows may overlap each other). A
+ *                 window runs from the return of dlock_acquire to the start
+ *                 of the last dlock_held() call that said 1; both ends are
+ *                 conservative (the handle believed it held at both), so
+ *                 any overlap is a moment when both believed.
  *   lost_update   two read-modify-writes of the unfenced counter by
  *                 different handles overlap in time, each bracketed by
  *                 dlock_held() == 1 before and after. (For information: the
  *                 increments made against the final counter.)
+ *   reader_saw_write
+ *                 a reader's counter reads differ within one grant, both
+ *                 bracketed by dlock_held() == 1 before and after (so the
+ *                 reader had not been told of a loss by then): something
+ *                 wrote the counter inside a shared holding. (For
+ *                 information: reader grants and how many pairs of reader
+ *                 windows overlapped, which shows shared mode at work.)
  *   stale_write   the store accepted a write whose fence equals the highest
  *                 accepted one, which an earlier grant wrote (the store
  *                 accepts nothing lower): two grants shared a fence.
  *   fence_order   a grant that was believed held (a held sample said 1) has
  *                 a fence not greater than the fence of every grant whose
- *                 acquire returned before it; or its fence changed while
- *                 held. If a server granted the earlier one first, it did so
- *                 while this one was still valid, so both were held.
+ *                 acquire returned before it (for a reader: of every
+ *                 writer's grant; readers that hold together may return in
+ *                 any order); or its fence changed while held. If a server
+ *                 granted the earlier one first, it did so while this one
+ *                 was still valid, so both were held.
  *   hang          a call took longer than its own timeout plus the slack,
  *                 not counting time its process spent SIGSTOPped; a call
  *                 still running when the supervisor had to kill the worker
@@ -120,6 +130,14 @@ struct grant {
     uint64_t last_held;     /* start of the last held() == 1 sample, 0 none */
     uint64_t end;           /* release returned, or the process ended */
     bool released, fence_changed;
+    bool shared;            /* a reader's grant */
+};
+
+struct read {               /* a reader's look at the counter */
+    size_t g;               /* its grant */
+    uint64_t t;
+    unsigned long long v;
+    bool bracketed;         /* held() said 1 before and after */
 };
 
 struct rmw {
@@ -158,6 +176,7 @@ struct run {
     VEC(struct wlog) w;
     VEC(struct grant) g;
     VEC(struct rmw) rmw;
+    VEC(struct read) reads;
     VEC(struct call) calls;
     VEC(struct fault) faults;
     VEC(struct srec) store;
@@ -281,7 +300,7 @@ static void worker_line(struct run *r, char *line, void *arg)
     unsigned long long a = 0, b = 0, c = 0, d, e, f, g, h;
     unsigned seq = 0, k;
     int rc = 0, h1, h2, n;
-    char res, tok[4], *rest = line + strcspn(line, " ");
+    char res, tok[4], kind[2] = "", *rest = line + strcspn(line, " ");
     uint64_t t = 0;
     struct grant *gr;
 
@@ -313,9 +332,33 @@ static void worker_line(struct run *r, char *line, void *arg)
                 gr->fence_changed = true;
             t = h;
         }
+    } else if (strcmp(tok, "V") == 0) {
+        n = sscanf(rest, "%u %u %llu %d %llu %llu %llu %llu %d", &seq, &k, &a,
+                   &h1, &b, &c, &d, &e, &h2);
+        gr = current_grant(r, w, seq);
+        if (gr == NULL || (n != 4 && n != 9)) {
+            r->unparsed++;
+            return;
+        }
+        t = a;
+        if (h1 == 1 && a > gr->last_held)
+            gr->last_held = a;
+        if (n == 9) {
+            struct read *rd = PUSH(r->reads);
+
+            rd->g = (size_t)(gr - r->g.v);
+            rd->t = c;
+            rd->v = d;
+            rd->bracketed = h1 == 1 && h2 == 1;
+            if (h2 == 1 && e > gr->last_held)
+                gr->last_held = e;
+            if (b != gr->fence)
+                gr->fence_changed = true;
+            t = e;
+        }
     } else if (strcmp(tok, "A") == 0 &&
-               sscanf(rest, "%llu %llu %d %llu %u", &a, &b, &rc, &c, &seq) ==
-                   5) {
+               sscanf(rest, "%llu %llu %d %llu %u %1s", &a, &b, &rc, &c, &seq,
+                      kind) >= 5) {
         end_call(r, w, 'A', a, b, rc);
         r->acq_rc[code_index(rc)]++;
         t = b;
@@ -326,6 +369,7 @@ static void worker_line(struct run *r, char *line, void *arg)
             gr->t0 = a;
             gr->t1 = b;
             gr->fence = c;
+            gr->shared = strcmp(kind, "s") == 0;
             if (wl->ngrants == 0)
                 wl->first_grant = r->g.n - 1;
             wl->ngrants++;
@@ -606,6 +650,9 @@ struct overlap_acc {
     struct finding *f;
     bool *involved;
     uint64_t longest;
+    uint64_t with_reader;  /* violations where one side is a reader */
+    uint64_t readers;      /* pairs of reader windows overlapping (allowed) */
+    uint64_t readers_longest;
 };
 
 static void report_window(struct run *r, const struct span *x,
@@ -615,24 +662,32 @@ static void report_window(struct run *r, const struct span *x,
     const struct grant *g = &r->g.v[x->idx], *h = &r->g.v[y->idx];
     uint64_t d = (x->b < y->b ? x->b : y->b) - y->a;
 
+    if (g->shared && h->shared) {
+        acc->readers++;
+        if (d > acc->readers_longest)
+            acc->readers_longest = d;
+        return;
+    }
+    acc->with_reader += g->shared || h->shared;
     acc->involved[x->idx] = acc->involved[y->idx] = true;
     if (d > acc->longest)
         acc->longest = d;
     example(acc->f,
-            "%s grant %u (fence %" PRIu64 ") believed held %.3f-%.3f s and "
-            "%s grant %u (fence %" PRIu64 ") %.3f-%.3f s: both for %.1f ms",
-            r->w.v[g->w].name, g->seq, g->fence, rel_s(r, x->a),
-            rel_s(r, x->b), r->w.v[h->w].name, h->seq, h->fence,
+            "%s %s grant %u (fence %" PRIu64 ") believed held %.3f-%.3f s "
+            "and %s %s grant %u (fence %" PRIu64 ") %.3f-%.3f s: both for "
+            "%.1f ms",
+            r->w.v[g->w].name, g->shared ? "reader" : "writer", g->seq,
+            g->fence, rel_s(r, x->a), rel_s(r, x->b), r->w.v[h->w].name,
+            h->shared ? "reader" : "writer", h->seq, h->fence,
             rel_s(r, y->a), rel_s(r, y->b), ms(d));
 }
 
-static void check_windows(struct run *r, struct finding *f, uint64_t *grants,
-                          uint64_t *longest)
+static void check_windows(struct run *r, struct finding *f,
+                          struct overlap_acc *acc, uint64_t *grants)
 {
     struct span *s = zalloc(r->g.n, sizeof *s);
     size_t *owner = zalloc(r->g.n, sizeof *owner), n = 0;
     bool *inv = zalloc(r->g.n, sizeof *inv);
-    struct overlap_acc acc = {f, inv, 0};
 
     for (size_t i = 0; i < r->g.n; i++) {
         owner[i] = r->g.v[i].w;
@@ -642,11 +697,14 @@ static void check_windows(struct run *r, struct finding *f, uint64_t *grants,
             s[n++].idx = i;
         }
     }
-    overlaps(s, n, owner, report_window, r, &acc);
+    memset(acc, 0, sizeof *acc);
+    acc->f = f;
+    acc->involved = inv;
+    overlaps(s, n, owner, report_window, r, acc);
     *grants = 0;
     for (size_t i = 0; i < r->g.n; i++)
         *grants += inv[i];
-    *longest = acc.longest;
+    acc->involved = NULL;
     free(s);
     free(owner);
     free(inv);
@@ -687,9 +745,60 @@ static const char *grant_name(const struct run *r, size_t g, char *buf,
 {
     if (g == SIZE_MAX)
         return "an unknown grant";
-    snprintf(buf, cap, "%s grant %u", r->w.v[r->g.v[g].w].name,
-             r->g.v[g].seq);
+    snprintf(buf, cap, "%s %sgrant %u", r->w.v[r->g.v[g].w].name,
+             r->g.v[g].shared ? "reader " : "", r->g.v[g].seq);
     return buf;
+}
+
+/*
+ * Each reader grant's bracketed counter reads (in the order logged) must
+ * all show the value of its first: a change is a write inside the shared
+ * holding. A read whose held samples did not both say 1 is left out, as a
+ * writer's unbracketed read-modify-write is: the reader may have been told
+ * of a loss by then. The examples name the counter writes between the two
+ * reads.
+ */
+static void check_reads(struct run *r, struct finding *f)
+{
+    size_t *first = zalloc(r->g.n, sizeof *first);
+    bool *seen = zalloc(r->g.n, sizeof *seen);
+    char a[64], who[96];
+
+    for (size_t i = 0; i < r->g.n; i++)
+        first[i] = SIZE_MAX;
+    for (size_t i = 0; i < r->reads.n; i++) {
+        const struct read *rd = &r->reads.v[i], *p;
+        size_t writes = 0;
+
+        if (!rd->bracketed || seen[rd->g])
+            continue;
+        if (first[rd->g] == SIZE_MAX) {
+            first[rd->g] = i;
+            continue;
+        }
+        p = &r->reads.v[first[rd->g]];
+        if (rd->v == p->v)
+            continue;
+        seen[rd->g] = true; /* one example per grant */
+        who[0] = '\0';
+        for (size_t j = 0; j < r->rmw.n; j++) {
+            const struct rmw *m = &r->rmw.v[j];
+
+            if (m->t1 > p->t && m->t1 < rd->t && writes++ == 0)
+                snprintf(who, sizeof who, "; written by %s grant %u at "
+                         "%.4f s%s", r->w.v[m->w].name, m->seq,
+                         rel_s(r, m->t1), m->bracketed ? "" :
+                         " (its held() had said 0)");
+        }
+        example(f,
+                "%s read the counter %llu at %.4f s and %llu at %.4f s, "
+                "held() == 1 around both%s%s",
+                grant_name(r, rd->g, a, sizeof a), p->v, rel_s(r, p->t),
+                rd->v, rel_s(r, rd->t), who,
+                writes > 1 ? " and others" : "");
+    }
+    free(first);
+    free(seen);
 }
 
 /*
@@ -754,7 +863,8 @@ static int cmp_by_return(const void *x, const void *y, void *arg)
 static void check_fences(struct run *r, struct finding *f)
 {
     size_t *order = zalloc(r->g.n, sizeof *order), top = SIZE_MAX;
-    uint64_t max = 0;
+    size_t wtop = SIZE_MAX; /* the same over writers' grants only */
+    uint64_t max = 0, wmax = 0;
     char a[64], b[64];
 
     for (size_t i = 0; i < r->g.n; i++)
@@ -763,20 +873,26 @@ static void check_fences(struct run *r, struct finding *f)
         qsort_r(order, r->g.n, sizeof *order, cmp_by_return, r);
     for (size_t k = 0; k < r->g.n; k++) {
         const struct grant *g = &r->g.v[order[k]];
+        size_t above = g->shared ? wtop : top;
+        uint64_t bar = g->shared ? wmax : max;
 
         if (g->fence_changed)
             example(f, "%s: the fence changed while held",
                     grant_name(r, order[k], a, sizeof a));
-        if (top != SIZE_MAX && g->last_held != 0 && g->fence <= max)
+        if (above != SIZE_MAX && g->last_held != 0 && g->fence <= bar)
             example(f,
                     "%s (acquired at %.3f s, held) has fence %" PRIu64
                     ", not above %" PRIu64 " of %s (acquired at %.3f s)",
                     grant_name(r, order[k], a, sizeof a), rel_s(r, g->t1),
-                    g->fence, max, grant_name(r, top, b, sizeof b),
-                    rel_s(r, r->g.v[top].t1));
+                    g->fence, bar, grant_name(r, above, b, sizeof b),
+                    rel_s(r, r->g.v[above].t1));
         if (top == SIZE_MAX || g->fence > max) {
             max = g->fence;
             top = order[k];
+        }
+        if (!g->shared && (wtop == SIZE_MAX || g->fence > wmax)) {
+            wmax = g->fence;
+            wtop = order[k];
         }
     }
     free(order);
@@ -952,12 +1068,14 @@ static void check_workers(struct run *r, struct finding *f)
 
 /* ---- the report -------------------------------------------------------------------- */
 
-enum { K_OVERLAP, K_LOST, K_STALE, K_FENCE, K_HANG, K_STALL, K_WORKER,
-       K_NOPROGRESS, K_COUNT };
+enum { K_OVERLAP, K_LOST, K_READ, K_STALE, K_FENCE, K_HANG, K_STALL,
+       K_WORKER, K_NOPROGRESS, K_COUNT };
 
 struct report {
     struct finding f[K_COUNT];
-    uint64_t cycles, overlap_grants, overlap_longest;
+    uint64_t cycles, overlap_grants;
+    struct overlap_acc ov;
+    uint64_t reader_grants, reads;
     uint64_t accepted, rejected, interleaved, increments;
     uint64_t max_acq, max_rel, stall_longest;
     unsigned faults[HI_F_COUNT], faults_failed[HI_F_COUNT];
@@ -965,13 +1083,14 @@ struct report {
 };
 
 static const char *const kind_names[K_COUNT] = {
-    "overlap", "lost_update", "stale_write", "fence_order",
-    "hang",    "stall",       "worker_error", "no_progress",
+    "overlap", "lost_update", "reader_saw_write", "stale_write",
+    "fence_order", "hang", "stall", "worker_error", "no_progress",
 };
 
 static const char *const kind_text[K_COUNT] = {
     "overlapping held windows",
     "lost updates while both held",
+    "counter changed under a reader",
     "stale fenced writes accepted",
     "fences not increasing per grant",
     "hangs",
@@ -992,9 +1111,12 @@ static void analyse(struct run *r, struct report *p)
     p->f[K_FENCE].counts = p->fencing;
     p->cycles = r->g.n;
     p->increments = r->rmw.n;
-    check_windows(r, &p->f[K_OVERLAP], &p->overlap_grants,
-                  &p->overlap_longest);
+    p->reads = r->reads.n;
+    for (size_t i = 0; i < r->g.n; i++)
+        p->reader_grants += r->g.v[i].shared;
+    check_windows(r, &p->f[K_OVERLAP], &p->ov, &p->overlap_grants);
     check_rmw(r, &p->f[K_LOST]);
+    check_reads(r, &p->f[K_READ]);
     check_store(r, &p->f[K_STALE], &p->accepted, &p->rejected,
                 &p->interleaved);
     check_fences(r, &p->f[K_FENCE]);
@@ -1047,6 +1169,16 @@ static void print_report(const struct run *r, const struct report *p,
            r->m.lease_ms, r->m.timeout_ms, ms(r->b.slack_ns),
            ms(r->b.stall_ns), ms(r->b.recovery_ns));
     printf("  %-34s %" PRIu64 "\n", "cycles (grants)", p->cycles);
+    printf("  %-34s %" PRIu64, "reader grants", p->reader_grants);
+    if (r->m.readers_pct == 0)
+        printf("  (--readers 0)\n");
+    else if ((r->m.caps & DLOCK_CAP_SHARED) == 0)
+        printf("  (--readers %" PRIu32 ": the mode has no shared locks)\n",
+               r->m.readers_pct);
+    else
+        printf("  (--readers %" PRIu32 "%%; overlapping reader pairs %" PRIu64
+               ", longest %.1f ms)\n",
+               r->m.readers_pct, p->ov.readers, ms(p->ov.readers_longest));
     printf("  %-34s", "faults");
     {
         bool any = false;
@@ -1081,8 +1213,12 @@ static void print_report(const struct run *r, const struct report *p,
         printf("  %-34s %" PRIu64, kind_text[k], f->count);
         switch (k) {
         case K_OVERLAP:
-            printf("  (grants involved %" PRIu64 ", longest %.1f ms)",
-                   p->overlap_grants, ms(p->overlap_longest));
+            printf("  (grants involved %" PRIu64 ", longest %.1f ms; with "
+                   "a reader %" PRIu64 ")",
+                   p->overlap_grants, ms(p->ov.longest), p->ov.with_reader);
+            break;
+        case K_READ:
+            printf("  (%" PRIu64 " reads)", p->reads);
             break;
         case K_LOST:
             printf("  (counter: %" PRIu64 " increments, final %llu)",
@@ -1170,6 +1306,9 @@ static int write_json(const struct run *r, const struct report *p,
                            json_object_new_int64((int64_t)(r->b.recovery_ns / NS_PER_MS)));
     json_object_object_add(root, "bounds", o);
     json_object_object_add(root, "cycles", json_object_new_int64((int64_t)p->cycles));
+    json_object_object_add(root, "readers_pct", json_object_new_int64(r->m.readers_pct));
+    json_object_object_add(root, "reader_grants",
+                           json_object_new_int64((int64_t)p->reader_grants));
     o = json_object_new_object();
     for (int k = 0; k < HI_F_COUNT; k++)
         if (p->faults[k] > 0) {
@@ -1213,7 +1352,15 @@ static int write_json(const struct run *r, const struct report *p,
     json_object_object_add(o, "overlap_grants",
                            json_object_new_int64((int64_t)p->overlap_grants));
     json_object_object_add(o, "overlap_longest_ms",
-                           json_object_new_double(ms(p->overlap_longest)));
+                           json_object_new_double(ms(p->ov.longest)));
+    json_object_object_add(o, "overlap_with_reader",
+                           json_object_new_int64((int64_t)p->ov.with_reader));
+    json_object_object_add(o, "reader_overlaps",
+                           json_object_new_int64((int64_t)p->ov.readers));
+    json_object_object_add(o, "reader_overlap_longest_ms",
+                           json_object_new_double(ms(p->ov.readers_longest)));
+    json_object_object_add(o, "reader_reads",
+                           json_object_new_int64((int64_t)p->reads));
     json_object_object_add(o, "counter_increments",
                            json_object_new_int64((int64_t)p->increments));
     json_object_object_add(o, "counter_final",
@@ -1252,6 +1399,7 @@ static void free_run(struct run *r)
     free(r->w.v);
     free(r->g.v);
     free(r->rmw.v);
+    free(r->reads.v);
     free(r->calls.v);
     free(r->faults.v);
     free(r->store.v);
@@ -1374,14 +1522,17 @@ static void cell(json_object *root, const char *kind)
 int hi_summary_main(int argc, char **argv)
 {
     static const char *const kinds[] = {"overlap", "lost_update",
-                                        "stale_write", "fence_order", "hang",
-                                        "stall", "worker_error"};
+                                        "reader_saw_write", "stale_write",
+                                        "fence_order", "hang", "stall",
+                                        "worker_error"};
     int status = 0;
 
-    printf("| backend/mode | seconds | cycles | faults | overlapping held "
-           "windows | lost updates while both held | stale fenced writes "
+    printf("| backend/mode | seconds | cycles | reader grants (overlapping "
+           "pairs) | faults | overlapping held windows | lost updates while "
+           "both held | counter changed under a reader | stale fenced writes "
            "accepted | fences not increasing | hangs | stalls | worker "
-           "errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+           "\n");
     for (int i = 2; i < argc; i++) {
         json_object *root = json_object_from_file(argv[i]), *f = NULL,
                     *s = NULL, *b = NULL, *m = NULL;
@@ -1398,6 +1549,12 @@ int hi_summary_main(int argc, char **argv)
         printf("| %s/%s | %.0f | %" PRId64 " |", json_object_get_string(b),
                json_object_get_string(m), json_object_get_double(s),
                jint(root, "cycles", NULL));
+        if (jint(root, "reader_grants", NULL) > 0)
+            printf(" %" PRId64 " (%" PRId64 ") |",
+                   jint(root, "reader_grants", NULL),
+                   jint(root, "info", "reader_overlaps"));
+        else
+            printf(" - |");
         if (json_object_object_get_ex(root, "faults", &f)) {
             json_object_object_foreach(f, key, val)
             {
@@ -1415,6 +1572,7 @@ int hi_summary_main(int argc, char **argv)
         json_object_put(root);
     }
     printf("\nCounts in parentheses are for information: the mode does not "
-           "claim fencing. Bold: violations.\n");
+           "claim fencing (under reader grants: the pairs of reader windows "
+           "that overlapped; - no readers). Bold: violations.\n");
     return status;
 }

@@ -5,8 +5,9 @@
  *   run      (run.c)     makes a run directory, starts the workers, injects
  *                        faults (the nemesis) and runs the checker at the end;
  *   worker   (worker.c)  one contender: acquire, write through the fenced
- *                        store and the unfenced counter, release; logs every
- *                        call with CLOCK_MONOTONIC timestamps;
+ *                        store and the unfenced counter (a reader, on a mode
+ *                        with shared locks: read the counter), release;
+ *                        logs every call with CLOCK_MONOTONIC timestamps;
  *   check    (check.c)   reads the logs of a run directory and reports;
  *   summary  (check.c)   one Markdown table from several runs' JSON.
  *
@@ -77,6 +78,8 @@ struct hi_meta {
     uint32_t acquire_timeout_ms;
     uint32_t hold_ms, long_hold_ms, long_pct, writes;
     uint32_t rmw_pause_us, think_ms;
+    uint32_t readers_pct;       /* share of reader cycles (modes with
+                                 * DLOCK_CAP_SHARED), 0 to 100 */
     uint32_t duration_ms;
     unsigned workers;
     uint64_t seed;

@@ -85,6 +85,10 @@ static void usage(void)
         "  --long-pct P         share of long holdings in percent (2)\n"
         "  --rmw-pause-us N     pause inside the counter's read-modify-write\n"
         "                       (200)\n"
+        "  --readers P          share of reader cycles in percent (0): on a\n"
+        "                       mode with shared locks, a cycle takes the\n"
+        "                       lock shared and reads the counter instead\n"
+        "                       of writing; ignored on other modes\n"
         "  --think D            pause between a release and the next\n"
         "                       acquire, 0 to D (5ms)\n"
         "  --fault-gap D        quiet time before each fault, D/2 to D (600ms)\n"
@@ -261,6 +265,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         else if (strcmp(a, "--rmw-pause-us") == 0)
             ok = number_arg(a, v, 0, 1000000, &n) &&
                  (o->m.rmw_pause_us = (uint32_t)n, true);
+        else if (strcmp(a, "--readers") == 0)
+            ok = number_arg(a, v, 0, 100, &n) &&
+                 (o->m.readers_pct = (uint32_t)n, true);
         else if (strcmp(a, "--think") == 0)
             ok = duration_arg(a, v, &o->m.think_ms);
         else if (strcmp(a, "--fault-gap") == 0)

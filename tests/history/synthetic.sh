@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The checker on a hand-written history whose violations are known:
+# The checker on hand-written histories whose violations are known:
 #
 #   tests/history/synthetic.sh HISTORY
 #
@@ -12,15 +12,31 @@
 # lease 2 s + timeout 1 s) and that acquire returns after 9 s although its
 # timeout is 3 s and the slack 2 s (a hang); w1's log ends in a torn line.
 # Each figure must come out exactly, and the exit status must be 1.
+#
+# Then two histories with readers (a mode with shared locks, --readers 30):
+#
+# readers-bad: w0 writes from 1.0 s to 1.5 s; w1's reader grant returns at
+# 1.2 s (one overlap, writer and reader) and reads the counter at 1.25 s
+# and 1.40 s, before and after w0's write at 1.306 s (one change under a
+# reader); w2's reader grant (2.0 s) sees a change too, but held() said 0
+# right after that read: told of its loss, not counted. Exit status 1.
+#
+# readers-ok: w0 writes, then w1 and w2 hold shared together (one pair of
+# overlapping reader windows; w2 returns after w1 with a lower fence, which
+# readers may), reading the same value throughout; then w0 writes again
+# with a fence above both. No violation: exit status 0.
 set -euo pipefail
 history=${1:?usage: synthetic.sh HISTORY}
-dir=$(mktemp -d /tmp/dlock-history-synth-XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+top=$(mktemp -d /tmp/dlock-history-synth-XXXXXX)
+trap 'rm -rf "$top"' EXIT
+dir=$top/writers
+mkdir "$dir"
 
 s=1000000000 # one second in ns
 t() { echo $(($1 * s / 1000)); } # ms -> ns
 
-cat >"$dir/meta" <<EOF
+meta() { # DIR CAPS READERS_PCT WORKERS DURATION_MS
+    cat >"$1/meta" <<EOF
 uri file:///nowhere
 uri_shown file:///nowhere
 scheme file
@@ -28,7 +44,7 @@ mode ofd
 name synthetic
 server -
 nodes 0
-caps $((1 << 6))
+caps $2
 lease_ms 2000
 timeout_ms 1000
 acquire_timeout_ms 3000
@@ -38,13 +54,16 @@ long_pct 0
 writes 4
 rmw_pause_us 200
 think_ms 0
-duration_ms 12000
-workers 2
+readers_pct $3
+duration_ms $5
+workers $4
 seed 1
 faults 0
 no_lock 0
 fake_fence 0
 EOF
+}
+meta "$dir" $((1 << 6)) 0 2 12000
 cat >"$dir/run.log" <<EOF
 B $(t 1000)
 P $(t 1000) 0 0 100
@@ -86,9 +105,12 @@ printf '%s\n' \
     "4 $(t 1502) A 7 7 0.0 1" >"$dir/store.log"
 echo 3 >"$dir/counter"
 
-rc=0
-out=$("$history" check --dir "$dir" --json "$dir/report.json") || rc=$?
-printf '%s\n' "$out"
+check() { # DIR: the checker's report in $out, its status in $rc
+    rc=0
+    out=$("$history" check --dir "$1" --json "$1/report.json") || rc=$?
+    printf '%s\n' "$out"
+}
+check "$dir"
 fail=0
 expect() { # PATTERN
     if ! grep -Eq -- "$1" <<<"$out"; then
@@ -99,6 +121,7 @@ expect() { # PATTERN
 expect '^  cycles \(grants\) +2$'
 expect '^  overlapping held windows +1 '
 expect '^  lost updates while both held +1 '
+expect '^  counter changed under a reader +0 '
 expect '^  stale fenced writes accepted +1 '
 expect '^  fences not increasing per grant +1$'
 expect '^  hangs +1 '
@@ -106,4 +129,88 @@ expect '^  stalls +1 '
 expect '^  worker errors +0$'
 expect '1 torn'
 [ "$rc" = 1 ] || { echo "synthetic.sh: exit status $rc, expected 1" >&2; fail=1; }
+
+# ---- readers-bad -------------------------------------------------------------
+shared=$((1 << 5 | 1 << 6)) # DLOCK_CAP_SHARED | DLOCK_CAP_FENCING
+runlog() { # DIR END_MS: three workers, pids 100-102
+    cat >"$1/run.log" <<EOF
+B $(t 1000)
+P $(t 1000) 0 0 100
+P $(t 1000) 1 0 101
+P $(t 1000) 2 0 102
+S $(t $2)
+Q $(t $2) 100 0
+Q $(t $2) 101 0
+Q $(t $2) 102 0
+Z $(t $2)
+EOF
+}
+# A reader's log: hello, acquire, two counter reads, release.
+reader() { # FILE PID SLOT ASKED GRANTED FENCE T1 V1 T2 V2 H2 RELEASED RC
+    cat >"$1" <<EOF
+H $(t 1000) $2 $3 0
+A0 $(t $4) s
+A $(t $4) $(t $5) 0 $6 1 s
+V 1 0 $(t $7) 1 $6 $(t $(($7 + 1))) $8 $(t $(($7 + 2))) 1
+V 1 1 $(t $9) 1 $6 $(t $(($9 + 1))) ${10} $(t $(($9 + 2))) ${11}
+R0 $(t ${12}) 1
+R $(t ${12}) $(t $((${12} + 1))) ${13} 1
+X $(t 3000)
+EOF
+}
+dir=$top/readers-bad
+mkdir "$dir"
+meta "$dir" $shared 30 3 3000
+runlog "$dir" 3000
+# w0 as in the first history: writes at 1.1, 1.3 and 1.5 s.
+cp "$top/writers/w0.0.log" "$dir/"
+# V seq k th1 h1 fence tr v th2 h2
+reader "$dir/w1.0.log" 101 1 1000 1200 8 1250 1 1400 2 1 1450 0
+reader "$dir/w2.0.log" 102 2 1900 2000 9 2050 3 2200 4 0 2250 -4
+echo "L $(t 2203) -4" >>"$dir/w2.0.log"
+grep -v ' 1\.0 1$' "$top/writers/store.log" >"$dir/store.log"
+echo 3 >"$dir/counter"
+check "$dir"
+expect '^  reader grants +2  \(--readers 30%; overlapping reader pairs 0,'
+expect '^  overlapping held windows +1  \(grants involved 2, .*with a reader 1\)$'
+expect 'w0\.0 writer grant 1 .* and w1\.0 reader grant 1 '
+expect '^  counter changed under a reader +1  \(4 reads\)$'
+expect 'w1\.0 reader grant 1 read the counter 1 at 0\.2510 s and 2 at 0\.4010 s, held\(\) == 1 around both; written by w0\.0 grant 1 at 0\.3060 s$'
+expect '^  lost updates while both held +0 '
+expect '^  fences not increasing per grant +0$'
+expect '^  stalls +0 '
+[ "$rc" = 1 ] || { echo "synthetic.sh: readers-bad: exit status $rc, expected 1" >&2; fail=1; }
+
+# ---- readers-ok --------------------------------------------------------------
+dir=$top/readers-ok
+mkdir "$dir"
+meta "$dir" $shared 30 3 3000
+runlog "$dir" 3000
+cat >"$dir/w0.0.log" <<EOF
+H $(t 1000) 100 0 0
+A0 $(t 1000)
+A $(t 1000) $(t 1001) 0 7 1
+W 1 0 $(t 1050) 1 $(t 1051) $(t 1052) A 7 $(t 1053) 0 $(t 1054) $(t 1055) 1
+R0 $(t 1100) 1
+R $(t 1100) $(t 1101) 0 1
+A0 $(t 1550)
+A $(t 1550) $(t 1600) 0 10 2
+W 2 0 $(t 1650) 1 $(t 1651) $(t 1652) A 10 $(t 1653) 1 $(t 1654) $(t 1655) 1
+R0 $(t 1700) 2
+R $(t 1700) $(t 1701) 0 2
+X $(t 3000)
+EOF
+reader "$dir/w1.0.log" 101 1 1150 1200 9 1210 1 1400 1 1 1410 0
+reader "$dir/w2.0.log" 102 2 1150 1300 8 1310 1 1500 1 1 1510 0
+printf '%s\n' \
+    "1 $(t 1052) A 7 0 0.0 1" \
+    "2 $(t 1652) A 10 7 0.0 2" >"$dir/store.log"
+echo 2 >"$dir/counter"
+check "$dir"
+expect '^  reader grants +2  \(--readers 30%; overlapping reader pairs 1, longest 102\.0 ms\)$'
+expect '^  overlapping held windows +0  '
+expect '^  counter changed under a reader +0  \(4 reads\)$'
+expect '^  fences not increasing per grant +0$'
+expect '^  verdict: OK$'
+[ "$rc" = 0 ] || { echo "synthetic.sh: readers-ok: exit status $rc, expected 0" >&2; fail=1; }
 exit $fail

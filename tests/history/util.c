@@ -206,6 +206,7 @@ int hi_meta_write(const char *dir, const struct hi_meta *m)
             m->writes);
     fprintf(f, "rmw_pause_us %" PRIu32 "\nthink_ms %" PRIu32 "\n",
             m->rmw_pause_us, m->think_ms);
+    fprintf(f, "readers_pct %" PRIu32 "\n", m->readers_pct);
     fprintf(f, "duration_ms %" PRIu32 "\nworkers %u\n", m->duration_ms,
             m->workers);
     fprintf(f, "seed %" PRIu64 "\nfaults %" PRIu32 "\n", m->seed, m->faults);
@@ -274,6 +275,8 @@ int hi_meta_read(const char *dir, struct hi_meta *m, char *err, size_t cap)
             m->rmw_pause_us = (uint32_t)n;
         else if (strcmp(line, "think_ms") == 0)
             m->think_ms = (uint32_t)n;
+        else if (strcmp(line, "readers_pct") == 0)
+            m->readers_pct = (uint32_t)n;
         else if (strcmp(line, "duration_ms") == 0)
             m->duration_ms = (uint32_t)n;
         else if (strcmp(line, "workers") == 0)

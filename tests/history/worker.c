@@ -11,6 +11,11 @@
  *   -> read-modify-write the unfenced counter -> sample dlock_held()
  * stopping early when a sample says 0 (or DIR/stop appears); then release.
  * on_lost is logged.
+ * With readers_pct > 0, on a mode with DLOCK_CAP_SHARED, each cycle is a
+ * reader's with that probability: it acquires through a second handle made
+ * with DLOCK_LOCK_SHARED and, instead of writing, reads the unfenced counter
+ * at evenly spaced moments from the start to the end of the holding (the
+ * same planned time as a writer's), each read bracketed by held samples.
  * With no_lock the lock calls are pretended (always granted, always held):
  * the checker's own test. With fake_fence the fence written and logged is a
  * per-process counter instead of dlock_fence(): the other test.
@@ -20,9 +25,10 @@
  * SIGKILL leaves whole lines (the checker ignores a torn last one):
  *   H t pid slot gen                      hello
  *   O0 t0 / O t0 t1 rc                    dlock_client_open begins / returned
- *   A0 t0 / A t0 t1 rc fence seq          dlock_acquire begins / returned
- *                                         (seq numbers this process's grants,
- *                                         0 when rc is not OK)
+ *   A0 t0 [s] / A t0 t1 rc fence seq [s]  dlock_acquire begins / returned
+ *                                         (seq numbers this process's grants
+ *                                         of both kinds, 0 when rc is not
+ *                                         OK; a trailing s: the shared handle)
  *   W seq k th1 h1 [tw0 tw1 res fence tr v tw th2 h2]
  *                                         write k of grant seq: held sample
  *                                         h1 taken at th1; if 1, the store
@@ -30,6 +36,10 @@
  *                                         for fence, the counter read at tr
  *                                         (value v) and written at tw, and
  *                                         the held sample h2 at th2
+ *   V seq k th1 h1 [f tr v th2 h2]        read k of shared grant seq: held
+ *                                         sample h1 at th1; if 1, the fence
+ *                                         f, the counter read at tr (value
+ *                                         v) and the held sample h2 at th2
  *   R0 t0 seq / R t0 t1 rc seq            dlock_release begins / returned
  *   L t code                              on_lost ran (watchdog thread)
  *   C0 t0 / C t0 t1                       closing the client
@@ -61,7 +71,10 @@ struct worker {
     uint64_t rng;
     uint64_t fake_fence;
     dlock_client *c;
-    dlock_lock *lk;
+    dlock_lock *lk;         /* the writer's handle */
+    dlock_lock *lk_shared;  /* the reader's, NULL without readers */
+    dlock_lock *cur;        /* the one this cycle uses */
+    bool readers;           /* readers_pct > 0 on a mode with shared */
 };
 
 #define NS_PER_MS 1000000u
@@ -101,19 +114,26 @@ static char store_write(struct worker *w, uint64_t fence, uint32_t seq)
 
 /* ---- the unfenced counter ------------------------------------------------------ */
 
-/* Read, pause, write + 1, with no arbitration at all: two writers that
- * overlap lose an update. Returns the value read. */
-static unsigned long long counter_rmw(struct worker *w, uint64_t *t_read,
-                                      uint64_t *t_write)
+/* The counter's value (a reader's look at it, and a writer's first step). */
+static unsigned long long counter_read(struct worker *w, uint64_t *t_read)
 {
     char buf[32] = {0};
-    unsigned long long v;
 
     *t_read = hi_now_ns();
     if (pread(w->counter, buf, sizeof buf - 1, 0) < 0)
         hi_logf(w->log, "E %" PRIu64 " counter read: %s", hi_now_ns(),
                 strerror(errno));
-    v = strtoull(buf, NULL, 10);
+    return strtoull(buf, NULL, 10);
+}
+
+/* Read, pause, write + 1, with no arbitration at all: two writers that
+ * overlap lose an update. Returns the value read. */
+static unsigned long long counter_rmw(struct worker *w, uint64_t *t_read,
+                                      uint64_t *t_write)
+{
+    char buf[32];
+    unsigned long long v = counter_read(w, t_read);
+
     if (w->m.rmw_pause_us > 0)
         hi_sleep_ns((uint64_t)w->m.rmw_pause_us * 1000u);
     snprintf(buf, sizeof buf, "%020llu\n", v + 1);
@@ -164,28 +184,35 @@ static int open_client(struct worker *w)
                 dlock_client_errmsg(w->c));
         return -1;
     }
+    o.flags = DLOCK_LOCK_SHARED;
+    if (w->readers &&
+        dlock_lock_new(&w->lk_shared, w->c, w->m.name, &o) != DLOCK_OK) {
+        hi_logf(w->log, "E %" PRIu64 " lock_new shared: %s", hi_now_ns(),
+                dlock_client_errmsg(w->c));
+        return -1;
+    }
     return 0;
 }
 
 static int lock_acquire(struct worker *w)
 {
     return w->m.no_lock ? DLOCK_OK
-                        : dlock_acquire(w->lk, w->m.acquire_timeout_ms);
+                        : dlock_acquire(w->cur, w->m.acquire_timeout_ms);
 }
 
 static int lock_held(struct worker *w)
 {
-    return w->m.no_lock ? 1 : dlock_held(w->lk);
+    return w->m.no_lock ? 1 : dlock_held(w->cur);
 }
 
 static uint64_t lock_fence(struct worker *w)
 {
-    return w->m.no_lock ? 0 : dlock_fence(w->lk);
+    return w->m.no_lock ? 0 : dlock_fence(w->cur);
 }
 
 static int lock_release(struct worker *w)
 {
-    return w->m.no_lock ? DLOCK_OK : dlock_release(w->lk);
+    return w->m.no_lock ? DLOCK_OK : dlock_release(w->cur);
 }
 
 /* ---- one holding ------------------------------------------------------------------ */
@@ -228,29 +255,47 @@ static void publish_holder(struct worker *w, uint32_t seq, uint64_t plan)
                 strerror(errno));
 }
 
+/* The held sample that opens step k of a holding (a write, or a reader's
+ * read): when it says 0, logs "<tag> seq k t 0" and returns 0. */
+static int step_held(struct worker *w, char tag, uint32_t seq, uint64_t k,
+                     uint64_t *t)
+{
+    int h;
+
+    *t = hi_now_ns();
+    h = lock_held(w);
+    if (!h)
+        hi_logf(w->log, "%c %" PRIu32 " %" PRIu64 " %" PRIu64 " 0", tag, seq,
+                k, *t);
+    return h;
+}
+
+/* Plan a holding and publish it: its length in *plan, the number of
+ * steps (writes, or a reader's reads after the first) returned. */
+static uint64_t begin_holding(struct worker *w, uint32_t seq, uint64_t *plan)
+{
+    uint64_t spacing = (uint64_t)w->m.hold_ms * NS_PER_MS / w->m.writes;
+    uint64_t n;
+
+    *plan = plan_hold_ns(w);
+    n = spacing > 0 ? *plan / spacing : w->m.writes;
+    publish_holder(w, seq, *plan);
+    return n > 0 ? n : 1;
+}
+
 static void hold(struct worker *w, uint32_t seq, uint64_t t_granted,
                  uint64_t fence, const char *stop)
 {
-    uint64_t plan = plan_hold_ns(w);
-    uint64_t spacing = (uint64_t)w->m.hold_ms * NS_PER_MS / w->m.writes;
-    uint64_t n = spacing > 0 ? plan / spacing : w->m.writes;
+    uint64_t plan, n = begin_holding(w, seq, &plan);
 
-    if (n == 0)
-        n = 1;
-    publish_holder(w, seq, plan);
     for (uint64_t k = 0; k < n; k++) {
         uint64_t th1, tw0, tw1, tr, tw, th2, target, now;
         unsigned long long v;
-        int h1, h2;
+        int h2;
         char res;
 
-        th1 = hi_now_ns();
-        h1 = lock_held(w);
-        if (!h1) {
-            hi_logf(w->log, "W %" PRIu32 " %" PRIu64 " %" PRIu64 " 0", seq, k,
-                    th1);
+        if (!step_held(w, 'W', seq, k, &th1))
             return;
-        }
         /* The fence of this grant, asked again at every write: it must not
          * change while the lock is held. */
         if (!w->m.fake_fence)
@@ -274,6 +319,41 @@ static void hold(struct worker *w, uint32_t seq, uint64_t t_granted,
         now = hi_now_ns();
         if (target > now)
             hi_sleep_ns(target - now);
+    }
+}
+
+/*
+ * A reader's holding: no writes; the counter read at evenly spaced moments
+ * from the grant to the end of the planned time, so that the first read is
+ * at the start and the last at the end. A writer inside the holding would
+ * show as a change between two reads.
+ */
+static void hold_shared(struct worker *w, uint32_t seq, uint64_t t_granted,
+                        const char *stop)
+{
+    uint64_t plan, n = begin_holding(w, seq, &plan);
+
+    for (uint64_t k = 0; k <= n; k++) {
+        uint64_t th1, tr, th2, target, now, fence;
+        unsigned long long v;
+        int h2;
+
+        target = t_granted + plan * k / n;
+        now = hi_now_ns();
+        if (target > now)
+            hi_sleep_ns(target - now);
+        if (!step_held(w, 'V', seq, k, &th1))
+            return;
+        fence = lock_fence(w);
+        v = counter_read(w, &tr);
+        th2 = hi_now_ns();
+        h2 = lock_held(w);
+        hi_logf(w->log,
+                "V %" PRIu32 " %" PRIu64 " %" PRIu64 " 1 %" PRIu64 " %" PRIu64
+                " %llu %" PRIu64 " %d",
+                seq, k, th1, fence, tr, v, th2, h2);
+        if (!h2 || hi_exists(stop))
+            return;
     }
 }
 
@@ -301,10 +381,14 @@ static int open_files(struct worker *w)
 static void cycle(struct worker *w, uint32_t *seq, const char *stop)
 {
     uint64_t t0, t1, fence;
+    bool shared = w->readers &&
+                  hi_rand(&w->rng) % 100 < w->m.readers_pct;
+    const char *kind = shared ? " s" : "";
     int rc;
 
+    w->cur = shared ? w->lk_shared : w->lk;
     t0 = hi_now_ns();
-    hi_logf(w->log, "A0 %" PRIu64, t0);
+    hi_logf(w->log, "A0 %" PRIu64 "%s", t0, kind);
     rc = lock_acquire(w);
     t1 = hi_now_ns();
     if (rc == DLOCK_OK) {
@@ -313,9 +397,11 @@ static void cycle(struct worker *w, uint32_t *seq, const char *stop)
     } else {
         fence = 0;
     }
-    hi_logf(w->log, "A %" PRIu64 " %" PRIu64 " %d %" PRIu64 " %" PRIu32, t0, t1,
-            rc, fence, rc == DLOCK_OK ? *seq : 0);
-    if (rc == DLOCK_OK)
+    hi_logf(w->log, "A %" PRIu64 " %" PRIu64 " %d %" PRIu64 " %" PRIu32 "%s",
+            t0, t1, rc, fence, rc == DLOCK_OK ? *seq : 0, kind);
+    if (rc == DLOCK_OK && shared)
+        hold_shared(w, *seq, t1, stop);
+    else if (rc == DLOCK_OK)
         hold(w, *seq, t1, fence, stop);
     else if (rc != DLOCK_ELOST)
         return;
@@ -358,6 +444,7 @@ int hi_worker_main(int argc, char **argv)
     }
     if (open_files(&w) != 0)
         return 2;
+    w.readers = w.m.readers_pct > 0 && (w.m.caps & DLOCK_CAP_SHARED) != 0;
     w.rng = w.m.seed ^ ((uint64_t)w.slot << 32) ^ ((uint64_t)w.gen << 48) ^
             0x5eed;
     hi_logf(w.log, "H %" PRIu64 " %ld %u %u", hi_now_ns(), (long)getpid(),
@@ -378,6 +465,7 @@ int hi_worker_main(int argc, char **argv)
         uint64_t t0 = hi_now_ns();
 
         hi_logf(w.log, "C0 %" PRIu64, t0);
+        dlock_lock_free(w.lk_shared);
         dlock_lock_free(w.lk);
         dlock_client_close(w.c);
         hi_logf(w.log, "C %" PRIu64 " %" PRIu64, t0, hi_now_ns());
