@@ -18,8 +18,8 @@
  *               native wait that keeps a waiter's place alive
  *   hash.c      mode hash: Redisson's RLock names and Lua
  *   redlock.c   mode redlock: acquire, renew, release over N masters
- *   single.c    what setnx, hash and fair share: a session's one connection,
- *               acquire, pipelined renew, release
+ *   single.c    what setnx, hash, rwlock and fair share: a session's one
+ *               connection, acquire, pipelined renew, release
  *   pubsub.c    the per-client pub/sub connection, its thread, wait()
  *   inspect.c   inspect on one server and on Redlock's nodes
  *   floor.c     the raw floor of `dlock bench` (bench-only)
@@ -204,9 +204,9 @@ struct dlock__rd_chan {
     pthread_cond_t cv;
 };
 
-/* The pub/sub part of a client whose mode notifies (setnx, hash): one
- * connection, owned by one thread, for every channel its waiters wait on.
- * Everything below on is under mu. */
+/* The pub/sub part of a client whose mode notifies (setnx, hash, rwlock,
+ * fair): one connection, owned by one thread, for every channel its
+ * waiters wait on. Everything below on is under mu. */
 struct dlock__rd_pubsub {
     bool on;                /* set up (a NOTIFY mode) */
     const struct dlock__rd_conf *cf;
@@ -338,8 +338,8 @@ struct dlock__rd_mode {
 };
 
 /*
- * What setnx and hash have in common in their mode objects (inside
- * .base): one server, a fencing counter, a release published to the
+ * What setnx, hash and rwlock have in common in their mode objects
+ * (inside .base): one server, a fencing counter, a release published to the
  * waiters, who sleep on the pub/sub connection (pubsub.c); the methods are
  * single.c's. retry_max bounds one wait when a release message cannot come
  * (pub/sub down).

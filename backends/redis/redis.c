@@ -1,11 +1,12 @@
 /*
- * redis.c: the redis:// backend (modes setnx, hash and fair) and redlock:// (the
- * same SET-NX lock on N independent masters), over hiredis 0.14. This file
- * holds the backend's table, its list of modes, the choice of mode, the
- * per-client context and the sessions' life; rd.h lists the other files
- * and what each holds.
+ * redis.c: the redis:// backend (modes setnx, hash, rwlock and fair) and
+ * redlock:// (the same SET-NX lock on N independent masters), over hiredis
+ * 0.14. This file holds the backend's table, its list of modes, the choice
+ * of mode, the per-client context and the sessions' life; rd.h lists the
+ * other files and what each holds.
  *
- *   redis://[[user]:password@]host[:port][/db][?mode=setnx|hash|rwlock|fair&...]
+ *   redis://[[user]:password@]host[:port][/db][?mode=setnx|hash|rwlock|
+ *                                               fair&...]
  *   redlock://h1:p1,h2:p2,...[?node_timeout=&drift=&restart_delay=...]
  *   redis://h1,h2,...?redlock=1          (the same as redlock://)
  *   redis://h1:p1,h2:p2,...?cluster=1    (setnx or hash on a Redis
