@@ -25,7 +25,8 @@
  * the machine) until which new readers must stay out, WRITER_MARK_MS
  * ahead; it renews it at every attempt (core retries a file lock every
  * few ms), clears it when granted, and a dead or departed writer's mark
- * lapses by itself. A reader that finds a live mark is refused, so the
+ * lapses by itself (one from before a reboot, further ahead than any
+ * writer sets it, is ignored). A reader that finds a live mark is refused, so the
  * readers inside finish and the writer gets in within one reader hold.
  *
  * Sharing between users (group=NAME): lock files are created 0660 and
@@ -351,7 +352,10 @@ static int file_acquire(struct dlock_session *s,
     if (fd < 0)
         return file_open_error(s, req->name, req->name_len, errno);
     now = (uint64_t)dlock_now_ms();
-    if (shared && (mark = mark_get(fd)) > now) {
+    /* A mark further ahead than a writer ever sets one is from before a
+     * reboot (the clock started again): no writer waits. */
+    if (shared && (mark = mark_get(fd)) > now &&
+        mark <= now + WRITER_MARK_MS) {
         close(fd); /* a writer waits: let it in first */
         *retry_ms = (uint32_t)(mark - now);
         return DLOCK_EBUSY;

@@ -5,6 +5,7 @@
  * acquiring does not keep the lock past release, and the raw floor runs.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -41,11 +42,20 @@ static int teardown(void **state)
     return system(cmd);
 }
 
+static dlock_lock *new_lock_flags(dlock_client *c, const char *name,
+                                  uint32_t flags)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+
+    o.flags = flags;
+    assert_int_equal(dlock_lock_new(&lk, c, name, &o), DLOCK_OK);
+    return lk;
+}
+
 static dlock_lock *new_lock(dlock_client *c, const char *name)
 {
-    dlock_lock *lk = NULL;
-    assert_int_equal(dlock_lock_new(&lk, c, name, NULL), DLOCK_OK);
-    return lk;
+    return new_lock_flags(c, name, 0);
 }
 
 static void file__fence_survives_clients(void **state)
@@ -189,6 +199,54 @@ static void file__info_and_floor(void **state)
                      DLOCK_ENOBACKEND);
 }
 
+/* A refused writer marks the file so that new readers wait for it; the
+ * mark lapses a second after the writer stops asking, and a mark from
+ * before a reboot (further ahead than any writer sets one) is ignored. */
+static void file__writer_mark_holds_readers_back(void **state)
+{
+    dlock_client *a = NULL, *b = NULL, *c = NULL;
+    dlock_lock *r1, *w, *r2;
+    unsigned char mark[8];
+    uint64_t far;
+    char path[256];
+    int fd;
+
+    (void)state;
+    assert_int_equal(dlock_client_open(&a, uri, NULL), DLOCK_OK);
+    assert_int_equal(dlock_client_open(&b, uri, NULL), DLOCK_OK);
+    assert_int_equal(dlock_client_open(&c, uri, NULL), DLOCK_OK);
+    r1 = new_lock_flags(a, "marked", DLOCK_LOCK_SHARED);
+    w = new_lock_flags(b, "marked", 0);
+    r2 = new_lock_flags(c, "marked", DLOCK_LOCK_SHARED);
+    assert_int_equal(dlock_acquire(r1, 0), DLOCK_OK);
+    assert_int_equal(dlock_acquire(w, 0), DLOCK_EBUSY); /* marks */
+    assert_int_equal(dlock_acquire(r2, 0), DLOCK_EBUSY); /* held back */
+    usleep(1100 * 1000);                                 /* the mark lapses */
+    assert_int_equal(dlock_acquire(r2, 0), DLOCK_OK);
+    assert_int_equal(dlock_release(r2), DLOCK_OK);
+    /* A mark an hour ahead: written before a reboot. */
+    far = (uint64_t)dlock_now_ms() + 3600000;
+    for (int i = 0; i < 8; i++)
+        mark[i] = (unsigned char)(far >> (8 * i));
+    snprintf(path, sizeof path, "%s/locks/marked.lock", dir);
+    fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, mark, 8, 72), 8);
+    close(fd);
+    assert_int_equal(dlock_acquire(r2, 0), DLOCK_OK);
+    assert_int_equal(dlock_release(r2), DLOCK_OK);
+    assert_int_equal(dlock_release(r1), DLOCK_OK);
+    /* Granted, the writer clears the mark. */
+    assert_int_equal(dlock_acquire(w, 0), DLOCK_OK);
+    assert_int_equal(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(w);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    dlock_client_close(c);
+}
+
 static void file__bad_uris(void **state)
 {
     dlock_client *c = NULL;
@@ -230,6 +288,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(file__inspect_reports_holder, setup, teardown),
         cmocka_unit_test_setup_teardown(file__release_after_fork_frees, setup, teardown),
         cmocka_unit_test_setup_teardown(file__info_and_floor, setup, teardown),
+        cmocka_unit_test_setup_teardown(file__writer_mark_holds_readers_back, setup, teardown),
         cmocka_unit_test_setup_teardown(file__bad_uris, setup, teardown),
         cmocka_unit_test_setup_teardown(file__missing_directory_is_not_created, setup, teardown),
     };
