@@ -63,6 +63,12 @@ void dlock__pg_name_key(const struct pg_conf *cf, const char *name,
     uint8_t d[32];
 
     dlock__pg_digest(cf, name, len, d);
+    dlock__pg_digest_key(cf, d, out);
+}
+
+void dlock__pg_digest_key(const struct pg_conf *cf, const uint8_t d[32],
+                          char out[65])
+{
     if (cf->mode->row_key)
         dlock__pg_hex(out, d);
     else

@@ -213,9 +213,12 @@ uint64_t dlock__pg_key64(const uint8_t d[32]);
 void dlock__pg_key_text(char out[24], uint64_t k);
 /* The digest in 64 hex digits: row keys. */
 void dlock__pg_hex(char out[65], const uint8_t d[32]);
-/* The key text of a name in cf's mode: hex or bigint (row_key). */
+/* The key text of a name in cf's mode: hex or bigint (row_key); and the
+ * same from the name's digest. */
 void dlock__pg_name_key(const struct pg_conf *cf, const char *name,
                         size_t len, char out[65]);
+void dlock__pg_digest_key(const struct pg_conf *cf, const uint8_t d[32],
+                          char out[65]);
 /* "dlock_<16 hex digits>": the NOTIFY channel of a key. */
 void dlock__pg_channel_name(char out[24], uint64_t key);
 /* A libpq message on one line, without the trailing newline. */

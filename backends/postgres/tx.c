@@ -172,6 +172,7 @@ static int tx_acquire(struct dlock_session *ds,
     bool rows = cf->mode->row_key;
     bool turn = cf->sql[TX_TURN] != NULL;
     char key[65], tkey[24], lt[16], idle[16];
+    uint8_t d[32];
     struct pg_q q[PG_MAXQ];
     struct pg_res res;
     int rc;
@@ -179,12 +180,11 @@ static int tx_acquire(struct dlock_session *ds,
     (void)retry_ms;
     if ((rc = dlock__pg_ready(s)) != DLOCK_OK)
         return rc;
-    dlock__pg_name_key(cf, req->name, req->name_len, key);
+    dlock__pg_digest(cf, req->name, req->name_len, d);
+    dlock__pg_digest_key(cf, d, key);
     dlock__pg_lock_timeout(lt, deadline);
     dlock__pg_idle_text(idle, req->lease_ms);
     if (turn) {
-        uint8_t d[32];
-        dlock__pg_digest(cf, req->name, req->name_len, d);
         dlock__pg_key_text(tkey, dlock__pg_key64(d) ^ TX_TURN_FLIP);
         if (deadline == 0) /* a try waits at the turnstile 1 ms at most */
             strcpy(lt, "1");

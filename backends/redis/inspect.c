@@ -58,16 +58,16 @@ int dlock__rd_inspect_single(struct dlock_session *s, const char *name,
          * and its writer's field is "<owner>:write". */
         for (size_t i = 0; i + 1 < r[0]->elements; i += 2) {
             const redisReply *f = r[0]->element[i];
-            size_t n = f->len;
-            if (f->type != REDIS_REPLY_STRING ||
-                (n == 4 && memcmp(f->str, "mode", 4) == 0))
-                continue;
             const char *sfx = rs->m->holder_suffix;
-            size_t sn = sfx != NULL ? strlen(sfx) : 0;
-            if (sn > 0 && n > sn && memcmp(f->str + n - sn, sfx, sn) == 0)
-                n -= sn;
+            size_t flen = f->len, sn = sfx != NULL ? strlen(sfx) : 0;
+            if (f->type != REDIS_REPLY_STRING ||
+                (flen == 4 && memcmp(f->str, "mode", 4) == 0))
+                continue;
+            if (sn > 0 && flen > sn &&
+                memcmp(f->str + flen - sn, sfx, sn) == 0)
+                flen -= sn;
             out->held = 1;
-            copy_owner(out, f->str, n);
+            copy_owner(out, f->str, flen);
             break;
         }
     } else if (r[0]->type == REDIS_REPLY_ERROR) {
