@@ -17,6 +17,11 @@
  *   client.h    clientref.c           the client's state and lifetime
  *   lock.h      lock.c                lock handles: the public lock calls
  *               multi.c               several locks as one, over lock.c
+ *               latch.c               count-down latches, over pool.c and
+ *                                     the mode's latch table
+ *   async.h     async.c               acquires in the background
+ *               elect.c               leader elections, over lock.c and
+ *                                     async.c
  *               client.c              the public client calls (the top)
  *
  * Names shared between files carry the dlock__ prefix; nothing of them is
@@ -59,6 +64,11 @@ int dlock__thread_error(const void *client, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* A name given to a handle (1..DLOCK_NAME_MAX bytes of UTF-8): DLOCK_OK
+ * with *len, or DLOCK_EINVAL with the thread's message "<op>: name: ..."
+ * saying what is wrong. */
+int dlock__name_check(const void *client, const char *op, const char *name,
+                      size_t *len);
 /* The buffer of that message, to be filled by a formatter; tags it. */
 char *dlock__thread_errbuf(const void *client, size_t *cap);
 /* The message, or "" when the thread's last failure was another client's. */

@@ -61,5 +61,10 @@ struct dlock_client *dlock__client_new(void);
 void dlock__client_ref(struct dlock_client *c);
 /* Drop a reference; the last frees the client (every session closed). */
 void dlock__client_unref(struct dlock_client *c);
+/* The checks of a call that makes a handle (op: "lock_new"...): the
+ * client is open and name is 1..DLOCK_NAME_MAX bytes of UTF-8 (*len).
+ * Else the code, with the thread's message saying why. */
+int dlock__client_check_new(struct dlock_client *c, const char *op,
+                            const char *name, size_t *len);
 
 #endif /* DLOCK_CORE_CLIENT_H */

@@ -63,3 +63,13 @@ void dlock__client_unref(struct dlock_client *c)
     if (atomic_fetch_sub(&c->refs, 1) == 1)
         client_free(c);
 }
+
+int dlock__client_check_new(struct dlock_client *c, const char *op,
+                            const char *name, size_t *len)
+{
+    dlock__thread_error_clear(c);
+    if (atomic_load(&c->closed) || c->b == NULL)
+        return dlock__thread_error(c, DLOCK_ECLOSED,
+                                   "%s: the client was closed", op);
+    return dlock__name_check(c, op, name, len);
+}

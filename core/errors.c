@@ -73,6 +73,12 @@ static const struct {
     {DLOCK_CAP_DOWNGRADE, "downgrade",
      "a writer can become a reader without letting another writer in "
      "(dlock_downgrade())"},
+    {DLOCK_CAP_PERMITS, "permits",
+     "counting semaphores: up to N holders of a name, each permit a grant "
+     "of its own with its lease and fence (dlock_lock_options.permits)"},
+    {DLOCK_CAP_LATCH, "latch",
+     "count-down latches: set a count, count down, await zero "
+     "(dlock_latch_*)"},
 };
 
 const char *dlock_cap_name(uint32_t bit)
@@ -194,4 +200,69 @@ void dlock__thread_error_clear(const void *client)
         thread_err.client = NULL;
         thread_err.text[0] = '\0';
     }
+}
+
+int dlock__utf8_valid(const char *s, size_t len, size_t *bad)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+
+    while (i < len) {
+        unsigned char c = p[i];
+        size_t need;
+        uint32_t cp, min;
+
+        if (c == 0)
+            goto fail;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if ((c & 0xe0) == 0xc0) {
+            need = 1, cp = c & 0x1f, min = 0x80;
+        } else if ((c & 0xf0) == 0xe0) {
+            need = 2, cp = c & 0x0f, min = 0x800;
+        } else if ((c & 0xf8) == 0xf0) {
+            need = 3, cp = c & 0x07, min = 0x10000;
+        } else {
+            goto fail;
+        }
+        if (len - i <= need)
+            goto fail;
+        for (size_t k = 1; k <= need; k++) {
+            if ((p[i + k] & 0xc0) != 0x80)
+                goto fail;
+            cp = (cp << 6) | (p[i + k] & 0x3f);
+        }
+        /* Overlong forms, surrogates and values past U+10FFFF. */
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            goto fail;
+        i += need + 1;
+    }
+    return 1;
+fail:
+    if (bad != NULL)
+        *bad = i;
+    return 0;
+}
+
+int dlock__name_check(const void *client, const char *op, const char *name,
+                      size_t *len)
+{
+    size_t bad;
+
+    if (name == NULL)
+        return dlock__thread_error(client, DLOCK_EINVAL, "%s: name: NULL",
+                                   op);
+    *len = strnlen(name, DLOCK_NAME_MAX + 1);
+    if (*len == 0 || *len > DLOCK_NAME_MAX)
+        return dlock__thread_error(client, DLOCK_EINVAL,
+                                   "%s: name: %s (expected 1 to %d bytes)",
+                                   op, *len == 0 ? "empty" : "too long",
+                                   DLOCK_NAME_MAX);
+    if (!dlock__utf8_valid(name, *len, &bad))
+        return dlock__thread_error(client, DLOCK_EINVAL,
+                                   "%s: name: invalid UTF-8 at byte %zu", op,
+                                   bad);
+    return DLOCK_OK;
 }

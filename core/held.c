@@ -215,5 +215,13 @@ int dlock__held_now(const struct dlock__held *h)
     if (dlock__held_in_doubt(h))
         return 0;
     fd = atomic_load(&m->pin.watch_fd);
-    return fd == -1 || (fd >= 0 && !conn_ended(fd));
+    if (fd >= 0)
+        return !conn_ended(fd);
+    if (fd != -1)
+        return 0; /* DLOCK__FD_GONE: its connection ended */
+    /* Not tied to a watched connection. In a mode whose locks outlive
+     * their connections, did one of them end that the watchdog has not
+     * taken yet? Then the lock is in doubt already [B-WATCH-1]. */
+    return (h->pool->mode->caps & DLOCK_CAP_CONN_BOUND) ||
+           !dlock__watch_pending(h->pool->watch);
 }

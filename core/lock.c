@@ -66,44 +66,49 @@ int dlock_lock_new(dlock_lock **out, dlock_client *c, const char *name,
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
     struct dlock_lock *lk;
     uint8_t digest[32];
-    size_t len, bad, nhandles;
+    size_t len, nhandles;
     uint64_t serial;
     uint32_t kind;
+    int rc;
 
     if (out != NULL)
         *out = NULL;
     if (c == NULL || out == NULL)
         return DLOCK_EINVAL;
-    dlock__thread_error_clear(c);
-    if (atomic_load(&c->closed) || c->b == NULL)
-        return NEW_ERROR(c, DLOCK_ECLOSED, "the client was closed");
-    if (name == NULL)
-        return NEW_ERROR(c, DLOCK_EINVAL, "name: NULL");
-    len = strnlen(name, DLOCK_NAME_MAX + 1);
-    if (len == 0 || len > DLOCK_NAME_MAX)
-        return NEW_ERROR(c, DLOCK_EINVAL,
-                         "name: %s (expected 1 to %d bytes)",
-                         len == 0 ? "empty" : "too long", DLOCK_NAME_MAX);
-    if (!dlock__utf8_valid(name, len, &bad))
-        return NEW_ERROR(c, DLOCK_EINVAL,
-                         "name: invalid UTF-8 at byte %zu", bad);
+    if ((rc = dlock__client_check_new(c, "lock_new", name, &len)) != DLOCK_OK)
+        return rc;
     if (opts != NULL) {
         if (opts->version == 0 || opts->version > DLOCK_LOCK_OPTIONS_VERSION)
             return NEW_ERROR(c, DLOCK_EINVAL,
                              "opts: version %u not in 1..%d",
                              opts->version, DLOCK_LOCK_OPTIONS_VERSION);
-        o = *opts;
+        /* A version 1 caller's struct ends before permits: read no
+         * further than it. */
+        memcpy(&o, opts, opts->version >= 2
+                             ? sizeof o
+                             : offsetof(dlock_lock_options, permits));
     }
     if (o.flags & ~(uint32_t)(DLOCK_LOCK_SHARED | DLOCK_LOCK_NO_WATCHDOG))
         return NEW_ERROR(c, DLOCK_EINVAL, "opts.flags: unknown bits 0x%x",
                          o.flags);
-    kind = (o.flags & DLOCK_LOCK_SHARED) ? DLOCK_KIND_SHARED
-                                         : DLOCK_KIND_EXCLUSIVE;
+    if (o.permits > DLOCK_PERMITS_MAX)
+        return NEW_ERROR(c, DLOCK_EINVAL,
+                         "opts.permits: %u (expected 0 for a lock, or 1 to "
+                         "%d)", o.permits, DLOCK_PERMITS_MAX);
+    if (o.permits > 0 && (o.flags & DLOCK_LOCK_SHARED))
+        return NEW_ERROR(c, DLOCK_EINVAL,
+                         "opts.permits: a permit is not shared (give "
+                         "DLOCK_LOCK_SHARED or permits, not both)");
+    kind = o.permits > 0                   ? DLOCK_KIND_PERMIT
+           : (o.flags & DLOCK_LOCK_SHARED) ? DLOCK_KIND_SHARED
+                                           : DLOCK_KIND_EXCLUSIVE;
     /* [B-KIND-1] */
     if (!(c->mode->kinds & DLOCK_KIND_BIT(kind)))
         return NEW_ERROR(c, DLOCK_EUNSUPPORTED,
-                         "shared mode: %s mode '%s' has none (dlock info "
-                         "lists the modes that do)",
+                         "%s: %s mode '%s' has none (dlock info lists the "
+                         "modes that do)",
+                         kind == DLOCK_KIND_PERMIT ? "permits (a semaphore)"
+                                                   : "shared mode",
                          c->b->scheme, c->mode->name);
 
     lk = calloc(1, sizeof *lk);
@@ -126,7 +131,7 @@ int dlock_lock_new(dlock_lock **out, dlock_client *c, const char *name,
     lk->req.lease_ms = o.lease_ms != 0 ? o.lease_ms : c->uri->lease_ms;
     lk->req.flags = o.flags;
     lk->req.kind = kind;
-    lk->req.permits = 1;
+    lk->req.permits = o.permits > 0 ? o.permits : 1;
     lk->flags = o.flags;
     lk->c = c;
     dlock__held_init(&lk->held, &c->pool, &lk->req, lk, o.on_lost,
@@ -249,8 +254,13 @@ static bool keep_trying(struct dlock_lock *lk, int *rc, bool native,
     case DLOCK_EBUSY:
         if (*deadline == 0) {
             lk->errmsg[0] = '\0';
-            *rc = lock_error(lk, DLOCK_EBUSY, "acquire",
-                             "held by another owner");
+            if (lk->req.kind == DLOCK_KIND_PERMIT)
+                *rc = lock_error(lk, DLOCK_EBUSY, "acquire",
+                                 "no permit free (all %u held)",
+                                 lk->req.permits);
+            else
+                *rc = lock_error(lk, DLOCK_EBUSY, "acquire",
+                                 "held by another owner");
             return false;
         }
         break;
@@ -294,12 +304,41 @@ static int cancelled(struct dlock_lock *lk, int code)
                           : "cancelled before the lock was granted");
 }
 
+/*
+ * A grant after a long wait at the server (a native wait, a queue) counts
+ * its lease from the request, sent before the wait [B-BOUND-1]; a wait of
+ * more than a third of the lease leaves too little of it, and one longer
+ * than the lease a grant already run out, although the server granted it
+ * just now. Renew once on the same session: the lease then counts from
+ * that renewal. If it does not get through, the grant keeps the old end
+ * (in doubt, as any grant whose renewal failed).
+ */
+static void refresh_after_wait(struct dlock_lock *lk, struct dlock__sess *ss)
+{
+    struct dlock__held *h = &lk->held;
+    struct dlock_renewal r = {&lk->req, &h->grant, DLOCK_ERROR};
+    int64_t start = dlock_now_ms(), old = h->grant.expires_ms;
+    uint64_t old_gen = h->attempt_gen;
+
+    if (old == INT64_MAX || !DLOCK__BOUNDED(lk->c->mode->caps) ||
+        old - start >= (int64_t)lk->req.lease_ms * 2 / 3)
+        return;
+    dlock__held_renewing(h, start);
+    dlock__sess_begin(ss, "renew", lk->name, lk->errmsg, sizeof lk->errmsg);
+    if (lk->c->mode->renew(ss->s, &r, 1) != DLOCK_OK ||
+        r.result != DLOCK_OK) {
+        h->grant.expires_ms = old;
+        h->attempt_gen = old_gen;
+    }
+}
+
 /* The attempt on ss granted the lock. If a cancel fired meanwhile, the
  * grant raced it: give it back at once [B-CANCEL-1]. */
 static int granted(struct dlock_lock *lk, struct dlock__sess *ss)
 {
     int code;
 
+    refresh_after_wait(lk, ss);
     lock_granted(lk, ss);
     dlock__checkin(ss, DLOCK_OK);
     lk->errmsg[0] = '\0';

@@ -27,6 +27,19 @@ void dlock__pool_format(const struct dlock__pool *p, char *buf, size_t cap,
                         name, text);
 }
 
+void dlock__pool_formatf(const struct dlock__pool *p, char *buf, size_t cap,
+                         const char *op, const char *name, const char *fmt,
+                         ...)
+{
+    char text[DLOCK__ERRMSG_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    dlock__pool_format(p, buf, cap, op, name, text);
+}
+
 int dlock_session_error(struct dlock_session *s, int code, const char *fmt,
                         ...)
 {
@@ -526,6 +539,14 @@ static void sess_ended(struct dlock__pool *p, struct dlock__sess *ss,
     }
     /* After the pins stop naming core's descriptor: it is closed here. */
     sess_unwatch(p, ss);
+}
+
+bool dlock__pool_doubt(struct dlock__pool *p)
+{
+    if (p->mode->caps & DLOCK_CAP_CONN_BOUND)
+        return false;
+    atomic_fetch_add(&p->doubt_gen, 1);
+    return true;
 }
 
 size_t dlock__pool_ended(struct dlock__pool *p, uint64_t id,

@@ -126,6 +126,11 @@ void dlock__sess_call(struct dlock__sess *ss, const struct dlock__call *call);
 void dlock__pin(struct dlock__sess *ss, struct dlock__pin *pin);
 void dlock__unpin(struct dlock__pin *pin);
 
+/* A watched connection ended and is about to be handled: for a mode whose
+ * locks outlive their connection, put every lock in doubt (bump doubt_gen)
+ * and say true; false for a conn-bound mode, whose pins say it. */
+bool dlock__pool_doubt(struct dlock__pool *p);
+
 /*
  * The connection of session `id` ended (a watch event), or some session
  * was marked ended by its backend (id 0). Marks them broken and, for a
@@ -140,6 +145,14 @@ size_t dlock__pool_ended(struct dlock__pool *p, uint64_t id,
 /* The message prefix and formatting every report of this pool shares. */
 void dlock__pool_format(const struct dlock__pool *p, char *buf, size_t cap,
                         const char *op, const char *name, const char *text);
+/* The same from a format. */
+void dlock__pool_formatf(const struct dlock__pool *p, char *buf, size_t cap,
+                         const char *op, const char *name, const char *fmt,
+                         ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 6, 7)))
+#endif
+    ;
 /* Log a line through the client's hook, password masked. */
 void dlock__pool_log(const struct dlock__pool *p, int level, const char *fmt,
                      ...)

@@ -162,6 +162,12 @@ int dlock__backend_check(const struct dlock_backend *b, char *err,
                                 "backend %s, mode %s: every mode serves "
                                 "exclusive requests",
                                 b->scheme, m->name);
+        if (((m->caps & DLOCK_CAP_PERMITS) != 0) !=
+            ((m->kinds & DLOCK_KIND_BIT(DLOCK_KIND_PERMIT)) != 0))
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "backend %s, mode %s: DLOCK_CAP_PERMITS "
+                                "goes with permit requests in kinds",
+                                b->scheme, m->name);
         /* A version 2 mode ends at data: it has no downgrade slot. */
         if (((m->caps & DLOCK_CAP_DOWNGRADE) != 0) !=
             (b->version >= 3 && m->downgrade != NULL &&
@@ -171,8 +177,28 @@ int dlock__backend_check(const struct dlock_backend *b, char *err,
                                 "goes with a downgrade() method and shared "
                                 "requests",
                                 b->scheme, m->name);
+        if (((m->caps & DLOCK_CAP_LATCH) != 0) !=
+            (dlock__mode_latch(b, m) != NULL))
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "backend %s, mode %s: DLOCK_CAP_LATCH goes "
+                                "with a latch table (version 4)",
+                                b->scheme, m->name);
+        if (dlock__mode_latch(b, m) != NULL &&
+            (m->latch->set == NULL || m->latch->down == NULL ||
+             m->latch->count == NULL))
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "backend %s, mode %s: a latch table needs "
+                                "set, down and count",
+                                b->scheme, m->name);
     }
     return DLOCK_OK;
+}
+
+const struct dlock_latch_ops *dlock__mode_latch(const struct dlock_backend *b,
+                                                const struct dlock_mode *m)
+{
+    /* A version 2 or 3 mode ends before the latch slot. */
+    return b->version >= 4 ? m->latch : NULL;
 }
 
 /* Call with registry_mutex held: b is checked. A backend added after
@@ -473,29 +499,82 @@ int dlock_backend_modes(const char *uri, dlock_mode_info *out, size_t cap,
     return DLOCK_OK;
 }
 
-int dlock_bench_floor(const char *uri, const char *name, uint32_t n,
-                      uint64_t *ns_out, char *err, size_t errlen)
+/* The bench's methods of a mode: the slot, NULL before version 5. */
+enum bench_slot { BENCH_FLOOR, BENCH_FENCE, BENCH_FORGET };
+
+static int bench_call(enum bench_slot which, const char *uri,
+                      const char *const *names, uint32_t n, uint64_t *ns_out,
+                      char *err, size_t errlen)
 {
+    static const char *const what[] = {"floor", "fence", "forget"};
     const struct dlock_backend *b;
     const struct dlock_mode *m;
     struct dlock_uri *u = NULL;
     char raw[DLOCK__ERRMSG_MAX] = "";
+    bool have;
     int rc;
 
-    if (name == NULL || name[0] == '\0' || ns_out == NULL || n == 0)
+    const char *name = names != NULL && n > 0 ? names[0] : NULL;
+
+    if (name == NULL || name[0] == '\0' ||
+        (which != BENCH_FORGET && ns_out == NULL))
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "floor: name, n and ns_out are required");
+                            "%s: name%s required", what[which],
+                            which != BENCH_FORGET ? ", n and ns_out are"
+                                                  : "s and n are");
+    for (uint32_t i = 1; which == BENCH_FORGET && i < n; i++)
+        if (names[i] == NULL || names[i][0] == '\0')
+            return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                                "forget: names[%u] is empty", i);
     rc = dlock__uri_lookup(uri, &u, &b, &m, raw, sizeof raw);
-    if (rc == DLOCK_OK && m->floor == NULL)
-        rc = dlock_errorf(raw, sizeof raw, DLOCK_EUNSUPPORTED,
-                          "floor: %s mode %s has no raw floor", b->scheme,
-                          m->name);
-    else if (rc == DLOCK_OK && (rc = dlock_global_init()) == DLOCK_OK) {
-        rc = m->floor(u, name, n, ns_out, raw, sizeof raw);
+    if (rc == DLOCK_OK) {
+        /* A version 2 to 4 mode ends before fence_floor and forget. */
+        have = which == BENCH_FLOOR    ? m->floor != NULL
+               : b->version < 5        ? false
+               : which == BENCH_FENCE  ? m->fence_floor != NULL
+                                       : m->forget != NULL;
+        if (!have)
+            rc = dlock_errorf(raw, sizeof raw, DLOCK_EUNSUPPORTED,
+                              "%s: %s mode %s has %s", what[which],
+                              b->scheme, m->name,
+                              which == BENCH_FLOOR ? "no raw floor"
+                              : which == BENCH_FENCE
+                                  ? "no fence apart from its lock"
+                                  : "no way to forget a name");
+    }
+    if (rc == DLOCK_OK && (rc = dlock_global_init()) == DLOCK_OK) {
+        if (which == BENCH_FLOOR)
+            rc = m->floor(u, name, n, ns_out, raw, sizeof raw);
+        else if (which == BENCH_FENCE)
+            rc = m->fence_floor(m, u, name, n, ns_out, raw, sizeof raw);
+        else
+            rc = m->forget(m, u, names, n, raw, sizeof raw);
         dlock_global_shutdown();
     }
     if (rc != DLOCK_OK)
         dlock__redact(err, errlen, raw, u != NULL ? u->password : NULL);
     dlock__uri_free(u);
     return rc;
+}
+
+int dlock_bench_floor(const char *uri, const char *name, uint32_t n,
+                      uint64_t *ns_out, char *err, size_t errlen)
+{
+    return bench_call(BENCH_FLOOR, uri, &name, n, ns_out, err, errlen);
+}
+
+int dlock_bench_fence(const char *uri, const char *name, uint32_t n,
+                      uint64_t *ns_out, char *err, size_t errlen)
+{
+    return bench_call(BENCH_FENCE, uri, &name, n, ns_out, err, errlen);
+}
+
+int dlock_bench_forget(const char *uri, const char *const *names, size_t n,
+                       char *err, size_t errlen)
+{
+    if (n > UINT32_MAX)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "forget: at most %u names at once", UINT32_MAX);
+    return bench_call(BENCH_FORGET, uri, names, (uint32_t)n, NULL, err,
+                      errlen);
 }

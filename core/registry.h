@@ -23,6 +23,9 @@ int dlock__backend_get(const char *scheme, const struct dlock_backend **out,
 /* Check a table (and each of its modes): err says what is wrong. */
 int dlock__backend_check(const struct dlock_backend *b, char *err,
                          size_t errlen);
+/* Mode m's latch table (b's version 4 and later), or NULL. */
+const struct dlock_latch_ops *dlock__mode_latch(const struct dlock_backend *b,
+                                                const struct dlock_mode *m);
 /* "file, redis, ..." of every known scheme, for "no backend" messages. */
 void dlock__schemes_text(char *out, size_t cap);
 

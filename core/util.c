@@ -147,50 +147,6 @@ uint64_t dlock__rand64(void)
     return state * 0x2545f4914f6cdd1du;
 }
 
-int dlock__utf8_valid(const char *s, size_t len, size_t *bad)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-
-    while (i < len) {
-        unsigned char c = p[i];
-        size_t need;
-        uint32_t cp, min;
-
-        if (c == 0)
-            goto fail;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if ((c & 0xe0) == 0xc0) {
-            need = 1, cp = c & 0x1f, min = 0x80;
-        } else if ((c & 0xf0) == 0xe0) {
-            need = 2, cp = c & 0x0f, min = 0x800;
-        } else if ((c & 0xf8) == 0xf0) {
-            need = 3, cp = c & 0x07, min = 0x10000;
-        } else {
-            goto fail;
-        }
-        if (len - i <= need)
-            goto fail;
-        for (size_t k = 1; k <= need; k++) {
-            if ((p[i + k] & 0xc0) != 0x80)
-                goto fail;
-            cp = (cp << 6) | (p[i + k] & 0x3f);
-        }
-        /* Overlong forms, surrogates and values past U+10FFFF. */
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            goto fail;
-        i += need + 1;
-    }
-    return 1;
-fail:
-    if (bad != NULL)
-        *bad = i;
-    return 0;
-}
-
 struct timespec dlock_deadline_timespec(int64_t deadline_ms)
 {
     /* Far enough for any wait, small enough for any time_t. */

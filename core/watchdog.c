@@ -319,13 +319,18 @@ static void run_batch(struct dlock__watchdog *wd, int64_t now,
 /* ---- the thread ---------------------------------------------------------------- */
 
 /* Sleep until `until`, a wake-up or a connection event; handle the
- * events. Called and returns with wd->mu held. */
+ * events. Called and returns with wd->mu held.
+ *
+ * An ended connection is pending in the watch set, where dlock_held()
+ * sees it, until it is taken out here; so every lock is put in doubt
+ * before the reports are taken, and no moment falls between the two in
+ * which a holder could believe a lock that a restarted server forgot. */
 static void wd_wait(struct dlock__watchdog *wd, int64_t until)
 {
     uint64_t keys[EVENTS_MAX];
     struct dlock__held *tell = NULL;
     int64_t now = dlock_now_ms();
-    int timeout = -1, n;
+    int timeout = -1, seen, n = 0;
 
     if (until != INT64_MAX)
         timeout = until - now > INT_MAX ? INT_MAX
@@ -333,11 +338,19 @@ static void wd_wait(struct dlock__watchdog *wd, int64_t until)
                                         : 0;
     wd->sleeping_until = until;
     pthread_mutex_unlock(&wd->mu);
-    n = dlock__watch_wait(wd->watch, timeout, keys, EVENTS_MAX);
+    seen = dlock__watch_wait(wd->watch, timeout);
     pthread_mutex_lock(&wd->mu);
     wd->sleeping_until = now = dlock_now_ms();
+    if (seen & DLOCK__WATCH_ENDED) {
+        if (dlock__pool_doubt(wd->pool))
+            for (size_t i = 0; i < wd->heap.n; i++)
+                wd->heap.v[i]->due = now; /* renew everything now */
+        n = dlock__watch_take(wd->watch, keys, EVENTS_MAX);
+    }
     for (int i = 0; i < n; i++)
-        conn_ended(wd, keys[i], now, &tell); /* 0: backend-marked ones */
+        conn_ended(wd, keys[i], now, &tell);
+    if (seen & DLOCK__WATCH_WOKEN)
+        conn_ended(wd, 0, now, &tell); /* the backend-marked ones */
     tell_gone(wd, tell);
 }
 

@@ -21,7 +21,8 @@ import sys
 
 import cffi
 
-# Callbacks from C into Python (@ffi.def_extern in dlock/_core.py).
+# Callbacks from C into Python (@ffi.def_extern in dlock/_client.py and
+# dlock/_elect.py).
 CALLBACKS = {
     'dlock_lost_fn': 'extern "Python" void _dlock_py_on_lost(dlock_lock *, '
                      'int, const char *, void *);',
@@ -29,6 +30,9 @@ CALLBACKS = {
                     'void *);',
     'dlock_done_fn': 'extern "Python" void _dlock_py_done(dlock_lock *, int, '
                      'void *);',
+    'dlock_elect_fn': 'extern "Python" void _dlock_py_on_change('
+                      'dlock_election *, int, uint64_t, const char *, '
+                      'void *);',
 }
 # Macros that are not integer constants a program uses.
 SKIP = re.compile(r'^DLOCK_(API|DLOCK_H|XX_|ERROR_MAP|VERSION_STRING)$|_INIT$')

@@ -19,6 +19,11 @@
 #   scripts/history.sh --readers P            (so is --workers N): P% of
 #                                             the cycles readers' on modes
 #                                             with shared locks (default 0)
+#   scripts/history.sh --elect                every cycle campaigns in an
+#                                             election (dlock_elect_*)
+#   scripts/history.sh --permits N            every cycle takes one permit
+#                                             of a semaphore of N; modes
+#                                             without permits are skipped
 #   scripts/history.sh --no-docs              leave docs/history.md alone
 #   scripts/history.sh --parallel             the backends side by side, each
 #                                             with its own servers (10m runs:
@@ -47,7 +52,8 @@ while [ $# -gt 0 ]; do
     --only) only=${2:?--only needs a list}; shift ;;
     --mode) modes=${2:?--mode needs a list}; shift ;;
     --build) build=${2:?--build needs a directory}; shift ;;
-    --seed | --faults | --workers | --readers) extra+=("$1" "${2:?$1 needs a value}"); shift ;;
+    --elect) extra+=("$1") ;;
+    --seed | --faults | --workers | --readers | --permits) extra+=("$1" "${2:?$1 needs a value}"); shift ;;
     --no-docs) docs=0 ;;
     --parallel) parallel=1 ;;
     --inner) break ;;
@@ -76,6 +82,7 @@ if [ "${1:-}" = --inner ]; then
         case $rc in
         0) ;;
         1) status=1 ;;
+        77) rm -f "$out/$name.txt" "$out/$name.json" ;; # no permits here
         *) echo "history.sh: $name: history exited $rc" >&2; status=1 ;;
         esac
     done

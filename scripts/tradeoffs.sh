@@ -18,7 +18,8 @@
 #
 # Steps: build; ask the built `dlock info` which backends it has; start one
 # private server of each kind needed (tests/servers/with-servers.sh, on
-# 127.0.0.1, stopped afterwards), and a 3-node ZooKeeper and etcd cluster
+# 127.0.0.1, stopped afterwards; PostgreSQL and MariaDB with their default
+# durability), and a 3-node ZooKeeper and etcd cluster
 # for the node-loss row; let them settle; then
 #   0. `dlock info` on one URI per backend and mode -> docs/results/caps.md
 #   1. `dlock bench` on the same URIs, all in ONE run so they are compared
@@ -139,7 +140,8 @@ if [ "${1:-}" = --inner ]; then
     if part caps; then
         t=$(date +%s)
         caps=(lease conn-bound native-wait notify fair shared fencing
-            survives-reconnect session-per-lock no-renew batch-renew replica-wait downgrade)
+            survives-reconnect session-per-lock no-renew batch-renew replica-wait downgrade
+            permits latch)
         {
             printf '| backend/mode |'
             printf ' %s |' "${caps[@]}"
@@ -296,6 +298,11 @@ inner=(bash "$root/scripts/tradeoffs.sh" --parts "$parts")
 # file:// makes lock files, not directories.
 mkdir -p "$locks/locks"
 inner+=(--inner "$dlock" "$out" "$locks/locks" "${backends[@]}")
+# The servers keep their default durability (synchronous_commit=on,
+# innodb_flush_log_at_trx_commit=1): the figures are what a user's server
+# gives, fsync included (DLOCK_TEST_DURABLE=0 for the test suite's faster
+# settings).
+export DLOCK_TEST_DURABLE=${DLOCK_TEST_DURABLE:-1}
 bash tests/servers/with-servers.sh "${kinds[@]}" -- "${inner[@]}"
 took=$(($(date +%s) - start))
 

@@ -258,11 +258,13 @@ void bench_print_table(const struct bench_run *run)
 
     if (run->workloads & (WL_UNCONTENDED | WL_FLOOR)) {
         printf("\nuncontended: one handle, acquire+release cycles on one "
-               "name; floor: the\nsame count of cycles with the bare client "
-               "library, interleaved in rounds\n");
-        printf("  %-3s %9s %9s %9s %9s %9s %10s %10s %7s\n", "#", "cycles",
-               "ops/s", "p50", "p99", "p99.9", "floor p50", "floor p99",
-               "ratio");
+               "name; floor: the\nsame count of cycles of the bare lock "
+               "protocol (client library, no fence),\ninterleaved in rounds; "
+               "fence: as many draws of the mode's fence alone\n(-: it "
+               "comes inside the lock's own request)\n");
+        printf("  %-3s %9s %9s %9s %9s %9s %10s %10s %7s %9s\n", "#",
+               "cycles", "ops/s", "p50", "p99", "p99.9", "floor p50",
+               "floor p99", "ratio", "fence p50");
         for (size_t i = 0; i < run->n; i++) {
             const struct bench_result *r = &run->r[i];
             if (!r->unc_st.ran) {
@@ -276,14 +278,30 @@ void bench_print_table(const struct bench_run *run)
                    bn_fmt_ns(r->unc.p99, b, sizeof b),
                    bn_fmt_ns(r->unc.p999, c, sizeof c));
             if (r->floor_st.ran)
-                printf(" %10s %10s %6.2fx\n", bn_fmt_ns(r->floor.p50, d, sizeof d),
+                printf(" %10s %10s %6.2fx", bn_fmt_ns(r->floor.p50, d, sizeof d),
                        bn_fmt_ns(r->floor.p99, e, sizeof e), r->floor_ratio);
             else
-                printf(" %10s %10s %7s\n", "n/a", "n/a", "n/a");
+                printf(" %10s %10s %7s", "n/a", "n/a", "n/a");
+            printf(" %9s\n", r->fence_st.ran
+                                 ? bn_fmt_ns(r->fence.p50, d, sizeof d)
+                             : r->fence_st.rc == DLOCK_EUNSUPPORTED ? "-"
+                                                                    : "n/a");
         }
-        for (size_t i = 0; i < run->n; i++)
-            if (run->r[i].unc_st.ran && !run->r[i].floor_st.ran)
-                printf("  %zu: %s\n", i + 1, run->r[i].floor_st.msg);
+        for (size_t i = 0; i < run->n; i++) {
+            const struct bench_result *r = &run->r[i];
+            if (r->unc_st.ran && !r->floor_st.ran)
+                printf("  %zu: %s\n", i + 1, r->floor_st.msg);
+            if (r->unc_st.ran && !r->fence_st.ran &&
+                r->fence_st.rc != DLOCK_EUNSUPPORTED)
+                printf("  %zu: %s\n", i + 1, r->fence_st.msg);
+        }
+    }
+
+    for (size_t i = 0; i < run->n; i++) {
+        const struct bench_result *r = &run->r[i];
+        if (r->open.ran && !r->forget_st.ran && r->forget_st.msg[0] != '\0')
+            printf("  %zu: names left behind: %s\n", i + 1,
+                   r->forget_st.msg);
     }
 
     if (run->workloads & WL_CONTENDED) {
@@ -467,9 +485,9 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
 
     if (speed) {
         fprintf(f, "| backend/mode | uncontended ops/s | p50 µs | p99 µs | "
-                   "p99.9 µs | floor p50 µs | dlock/floor | hand-offs/s | "
-                   "hand-off p50 µs | p99 µs | Jain |\n");
-        fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+                   "p99.9 µs | floor p50 µs | dlock/floor | fence p50 µs | "
+                   "hand-offs/s | hand-off p50 µs | p99 µs | Jain |\n");
+        fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
         for (size_t i = 0; i < run->n; i++) {
             const struct bench_result *r = &run->r[i];
             if (!r->open.ran)
@@ -484,6 +502,12 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
                 fprintf(f, "| %.1f | %.2f× ", us(r->floor.p50), r->floor_ratio);
             else
                 fprintf(f, "| n/a | n/a ");
+            if (r->fence_st.ran)
+                fprintf(f, "| %.1f ", us(r->fence.p50));
+            else
+                fprintf(f, "| %s ", r->fence_st.rc == DLOCK_EUNSUPPORTED
+                                        ? "in the lock"
+                                        : "n/a");
             if (r->con_st.ran && r->handoff.n > 0)
                 fprintf(f, "| %.0f | %.1f | %.1f | %.3f |\n",
                         r->handoffs_per_s, us(r->handoff.p50),
@@ -688,6 +712,20 @@ static json_object *jresult(const struct bench_result *r)
                            r->floor_st.ran ? json_object_new_double(r->floor_ratio)
                                            : NULL);
     json_object_object_add(o, "floor", w);
+
+    /* The fence alone: "available" false where it comes inside the lock's
+     * own request (nothing to time apart). */
+    w = r->fence_st.ran ? jlat(&r->fence) : json_object_new_object();
+    jstatus(w, &r->fence_st);
+    json_object_object_add(w, "available", json_object_new_boolean(
+                                               r->fence_st.rc != DLOCK_EUNSUPPORTED));
+    json_object_object_add(o, "fence", w);
+
+    w = json_object_new_object();
+    jstatus(w, &r->forget_st);
+    json_object_object_add(w, "available", json_object_new_boolean(
+                                               r->forget_st.rc != DLOCK_EUNSUPPORTED));
+    json_object_object_add(o, "cleanup", w);
 
     w = json_object_new_object();
     jstatus(w, &r->con_st);
@@ -980,6 +1018,19 @@ static void jresult_read(json_object *o, struct bench_result *r)
         !json_object_get_boolean(jat(w, "available")))
         r->floor_st.rc = DLOCK_EUNSUPPORTED;
     r->floor_ratio = jdbl(w, "dlock_p50_over_floor_p50");
+
+    /* Absent in a JSON from before the fence figure: not measured. */
+    w = jat(o, "fence");
+    jstatus_read(w, &r->fence_st);
+    jlat_read(w, &r->fence);
+    if (w == NULL || (jat(w, "available") != NULL &&
+                      !json_object_get_boolean(jat(w, "available"))))
+        r->fence_st.rc = DLOCK_EUNSUPPORTED;
+    w = jat(o, "cleanup");
+    jstatus_read(w, &r->forget_st);
+    if (w == NULL || (jat(w, "available") != NULL &&
+                      !json_object_get_boolean(jat(w, "available"))))
+        r->forget_st.rc = DLOCK_EUNSUPPORTED;
 
     w = jat(o, "contended");
     jstatus_read(w, &r->con_st);

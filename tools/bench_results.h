@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BENCH_MAX_URIS 16
+#define BENCH_MAX_URIS 32
 #define BENCH_MAX_WORKERS 64
 
 /* Workloads (--workloads) */
@@ -93,6 +93,9 @@ struct bench_result {
     struct bench_status floor_st; /* rc DLOCK_EUNSUPPORTED: no floor */
     struct bench_lat floor;
     double floor_ratio;           /* unc.p50 / floor.p50, 0 if none */
+    /* the fence alone, as many draws as floor cycles (dlock_bench_fence) */
+    struct bench_status fence_st; /* rc DLOCK_EUNSUPPORTED: no fence apart */
+    struct bench_lat fence;
 
     /* contended */
     struct bench_status con_st;
@@ -124,6 +127,9 @@ struct bench_result {
     double wd_cpu_s, wd_cpu_pct, main_cpu_s;
     int64_t rss_delta;
     double bytes_per_lock;
+
+    /* clean-up: dlock_bench_forget() of every name of the run */
+    struct bench_status forget_st; /* rc DLOCK_EUNSUPPORTED: cannot */
 };
 
 /* The machine a run was measured on: described when the run starts, or

@@ -9,9 +9,13 @@
  *                (JIT, caches, first connection) is slower still;
  *   uncontended  one handle, acquire+release cycles on one name, timed one
  *                by one; interleaved in rounds with
- *   floor        dlock_bench_floor(): the same number of cycles of the same
- *                protocol sent with the bare client library, so that the two
- *                see the same machine state; dlock's p50 / the floor's p50;
+ *   floor        dlock_bench_floor(): the same number of cycles of the bare
+ *                lock protocol (no dlock, no fence) sent with the client
+ *                library, so that the two see the same machine state;
+ *                dlock's p50 / the floor's p50; and, after each, as many
+ *   fence        draws of the mode's fencing token alone
+ *                (dlock_bench_fence()): what dlock adds to the bare lock
+ *                for a fence, where that is a request of its own;
  *   contended    N worker processes (this program again, in a hidden role:
  *                no fork of a process that already has client threads) on
  *                one name; each writes CLOCK_MONOTONIC into shared memory
@@ -25,7 +29,12 @@
  *   many locks   K names held at once by one client while the main thread
  *                only sleeps and looks: the CPU of every other thread (the
  *                watchdog, and any client-library thread) as % of one core,
- *                resident memory per held lock, and renewals per second.
+ *                resident memory per held lock, and renewals per second;
+ *   clean-up     once every worker has exited, dlock_bench_forget() of
+ *                every name the run used (all dlock-bench-PID-...): their
+ *                fence counters, rows, keys and lock files, which the
+ *                library itself leaves (a fence must never repeat; a lock
+ *                file is never unlinked under a live process).
  *
  * With --from-json it measures nothing: it reads a run's --json back and
  * prints or writes the reports from those figures.
@@ -37,6 +46,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <limits.h>
 #include <malloc.h>
 #include <math.h>
 #include <signal.h>
@@ -45,17 +55,35 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-/* dlock_bench_floor() is of the extender tier: the bench, like a backend,
+/* dlock_bench_floor(), _fence() and _forget() are of the extender tier: the bench, like a backend,
  * reaches below the public API for the bare protocol. */
 #include <dlock/backend.h>
 
 #include "bench.h"
 #include "bench_results.h"
+
+/* The run's part of every name it locks: the process id and 32 random
+ * bits. The clean-up deletes the names' fence counters, and a counter
+ * deleted starts the name's tokens again, so a later run must never use
+ * a name of an earlier one (a process id alone comes back). */
+static const char *run_id(void)
+{
+    static char id[32];
+    uint32_t r = 0;
+
+    if (id[0] == '\0') {
+        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+            r = (uint32_t)bn_now_ns();
+        snprintf(id, sizeof id, "%ld-%08" PRIx32, (long)getpid(), r);
+    }
+    return id;
+}
 
 /* Bounds: every workload stops at its duration or at these counts. */
 #define SAMPLE_CAP (1u << 21)     /* uncontended cycles kept per URI (16 MiB) */
@@ -76,10 +104,14 @@ static void bench_help(void)
         "in one\nrun, after a warm-up per URI that is not recorded:\n"
         "  uncontended  one worker, acquire+release on one name: ops/s, p50, "
         "p99, p99.9\n"
-        "  floor        the same cycles with the backend's bare client "
-        "library (no\n"
-        "               dlock core), interleaved with the above; dlock p50 / "
-        "floor p50\n"
+        "  floor        the same cycles of the bare lock protocol with the "
+        "client\n"
+        "               library (no dlock core, no fence), interleaved with "
+        "the above;\n"
+        "               dlock p50 / floor p50; then as many draws of the "
+        "mode's fence\n"
+        "               alone (fence p50; none where the lock's own request "
+        "makes it)\n"
         "  contended    N worker processes on one name: hand-offs/s, "
         "hand-off latency\n"
         "               (release to the next holder's acquire), fairness "
@@ -94,7 +126,9 @@ static void bench_help(void)
         "per lock,\n"
         "               renewals per second\n"
         "Then a table, the speed goals (pass/miss), and optionally JSON, "
-        "Markdown\nand an SVG chart.\n"
+        "Markdown\nand an SVG chart. Every key, row and lock file of the "
+        "run's names\n(dlock-bench-PID-...) is removed at the end of each "
+        "URI.\n"
         "\n"
         "  --uri URI          a backend to measure (repeatable, up to %d)\n"
         "  --workers N        contended worker processes, 2-%d (default 4)\n"
@@ -388,6 +422,52 @@ static long cycles(dlock_lock *lk, uint64_t until, uint64_t *out, size_t cap,
 }
 
 /*
+ * n cycles of the floor (fence false: dlock_bench_floor) or n draws of the
+ * fence alone, after the *have samples in out; round UINT_MAX is the
+ * warm-up (nothing kept). Nothing once an earlier call failed.
+ */
+static void bare_round(bool fence, const char *uri, const char *name,
+                       unsigned round, struct bench_result *r, uint32_t n,
+                       uint64_t *out, size_t *have)
+{
+    struct bench_status *st = fence ? &r->fence_st : &r->floor_st;
+    const char *what = fence ? "fence" : "floor";
+    char err[512] = "";
+    int rc;
+
+    if (st->rc != DLOCK_OK)
+        return;
+    if (round != UINT_MAX)
+        bn_progress("%s: %s, round %u/%u", g_label, what, round + 1,
+                    r->rounds);
+    rc = fence ? dlock_bench_fence(uri, name, n, out + *have, err, sizeof err)
+               : dlock_bench_floor(uri, name, n, out + *have, err,
+                                   sizeof err);
+    if (rc != DLOCK_OK)
+        status_fail(st, rc, what, err);
+    else if (round != UINT_MAX)
+        *have += n;
+}
+
+/* The figures of n floor cycles or fence draws; false if none. */
+static bool bare_done(struct bench_status *st, struct bench_lat *lat,
+                      uint64_t *v, size_t n, const char *what)
+{
+    double sec = 0;
+
+    if (n == 0) {
+        if (st->rc == DLOCK_OK)
+            status_fail(st, DLOCK_ERROR, what, "nothing measured");
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        sec += (double)v[i] / 1e9;
+    lat_from(lat, v, n, sec);
+    st->ran = true;
+    return true;
+}
+
+/*
  * Uncontended cycles and the floor, interleaved: rounds of dlock cycles
  * for duration/rounds, each followed by the same number of floor cycles.
  */
@@ -396,21 +476,21 @@ static void run_uncontended(const struct bench_run *run, const char *uri,
 {
     bool want_unc = run->workloads & (WL_UNCONTENDED | WL_FLOOR);
     bool want_floor = run->workloads & WL_FLOOR;
-    uint64_t *dl = NULL, *fl = NULL;
-    size_t dn = 0, fn = 0;
+    uint64_t *dl = NULL, *fl = NULL, *fe = NULL;
+    size_t dn = 0, fn = 0, en = 0;
     double dsec = 0;
     dlock_lock *lk = NULL;
-    char name[96], err[512] = "";
+    char name[96];
     long got;
     int rc;
 
     if (!want_unc)
         return;
-    snprintf(name, sizeof name, "dlock-bench-%ld-uncontended",
-             (long)getpid());
+    snprintf(name, sizeof name, "dlock-bench-%s-uncontended", run_id());
     dl = malloc(SAMPLE_CAP * sizeof *dl);
     fl = want_floor ? malloc(SAMPLE_CAP * sizeof *fl) : NULL;
-    if (dl == NULL || (want_floor && fl == NULL)) {
+    fe = want_floor ? malloc(SAMPLE_CAP * sizeof *fe) : NULL;
+    if (dl == NULL || (want_floor && (fl == NULL || fe == NULL))) {
         status_fail(&r->unc_st, DLOCK_ENOMEM, "uncontended", "out of memory");
         goto out;
     }
@@ -429,10 +509,11 @@ static void run_uncontended(const struct bench_run *run, const char *uri,
             goto out;
         }
         if (want_floor && got > 0) {
-            rc = dlock_bench_floor(uri, name, (uint32_t)got, fl, err,
-                                   sizeof err);
-            if (rc != DLOCK_OK)
-                status_fail(&r->floor_st, rc, "floor", err);
+            size_t none = 0;
+            bare_round(false, uri, name, UINT_MAX, r, (uint32_t)got, fl,
+                       &none);
+            bare_round(true, uri, name, UINT_MAX, r, (uint32_t)got, fe,
+                       &none);
         }
     }
 
@@ -453,35 +534,27 @@ static void run_uncontended(const struct bench_run *run, const char *uri,
         }
         dsec += (double)(bn_now_ns() - t0) / 1e9;
         dn += (size_t)got;
-        if (want_floor && got > 0 && r->floor_st.rc == DLOCK_OK) {
-            bn_progress("%s: floor, round %u/%u", g_label, i + 1, r->rounds);
-            rc = dlock_bench_floor(uri, name, (uint32_t)got, fl + fn, err,
-                                   sizeof err);
-            if (rc != DLOCK_OK)
-                status_fail(&r->floor_st, rc, "floor", err);
-            else
-                fn += (size_t)got;
+        if (want_floor && got > 0) {
+            bare_round(false, uri, name, i, r, (uint32_t)got, fl, &fn);
+            bare_round(true, uri, name, i, r, (uint32_t)got, fe, &en);
         }
     }
     lat_from(&r->unc, dl, dn, dsec);
     r->unc_st.ran = dn > 0;
-    if (fn > 0) {
-        double fsec = 0;
-        for (size_t i = 0; i < fn; i++)
-            fsec += (double)fl[i] / 1e9;
-        lat_from(&r->floor, fl, fn, fsec);
-        r->floor_st.ran = true;
-        if (r->floor.p50 > 0)
-            r->floor_ratio = (double)r->unc.p50 / (double)r->floor.p50;
-    } else if (want_floor && r->floor_st.rc == DLOCK_OK) {
-        status_fail(&r->floor_st, DLOCK_ERROR, "floor", "no cycles measured");
-    }
+    if (want_floor && bare_done(&r->floor_st, &r->floor, fl, fn, "floor") &&
+        r->floor.p50 > 0)
+        r->floor_ratio = (double)r->unc.p50 / (double)r->floor.p50;
+    if (want_floor)
+        bare_done(&r->fence_st, &r->fence, fe, en, "fence");
 out:
     if (!want_floor && r->floor_st.msg[0] == '\0')
         status_fail(&r->floor_st, DLOCK_OK, "floor", "not requested");
+    if (!want_floor && r->fence_st.msg[0] == '\0')
+        status_fail(&r->fence_st, DLOCK_OK, "fence", "not requested");
     dlock_lock_free(lk);
     free(dl);
     free(fl);
+    free(fe);
 }
 
 /* Wait for a phase-long interval, showing progress. */
@@ -532,7 +605,7 @@ static void run_contended(const struct bench_run *run, const char *uri,
 
     memset(pids, 0, sizeof pids);
     r->workers = n;
-    snprintf(name, sizeof name, "dlock-bench-%ld-contended", (long)getpid());
+    snprintf(name, sizeof name, "dlock-bench-%s-contended", run_id());
     fd = memfd_create("dlock-bench", 0); /* inherited by the workers */
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
         (shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
@@ -716,8 +789,7 @@ static void run_many(const struct bench_run *run, const char *uri,
     uint64_t rss0 = bn_rss_bytes();
     uint64_t t0 = bn_now_ns();
     for (unsigned long i = 0; i < k; i++) {
-        snprintf(name, sizeof name, "dlock-bench-%ld-many-%lu",
-                 (long)getpid(), i);
+        snprintf(name, sizeof name, "dlock-bench-%s-many-%lu", run_id(), i);
         if ((rc = dlock_lock_new(&lks[i], c, name, &lo)) != DLOCK_OK) {
             status_fail(&r->many_st, rc, "many", dlock_client_errmsg(c));
             goto out;
@@ -829,6 +901,48 @@ static void raise_nofile(void)
     }
 }
 
+/*
+ * Remove what the run's names left (fence counters, rows, keys, lock
+ * files): every name is this process's own (dlock-bench-PID-...) and no
+ * worker or handle of it is left, so nobody holds, waits for or uses one.
+ * The names of workloads that did not run are forgotten too: forgetting a
+ * name that left nothing is no error. Through the backend (forget, in the
+ * mode's table) because only it knows where a name's traces are: hashed
+ * keys, a fence table, a lock file's segment.
+ */
+static void forget_names(const struct bench_run *run, const char *uri,
+                         struct bench_result *r)
+{
+    unsigned long k = 2 + ((run->workloads & WL_MANY) ? r->locks : 0);
+    char **names = calloc(k, sizeof *names);
+    char err[512] = "";
+    unsigned long made = 0;
+    int rc;
+
+    bn_progress("%s: removing the run's names", g_label);
+    for (; names != NULL && made < k; made++) {
+        names[made] = malloc(96);
+        if (names[made] == NULL)
+            break;
+        if (made < 2)
+            snprintf(names[made], 96, "dlock-bench-%s-%s", run_id(),
+                     made == 0 ? "uncontended" : "contended");
+        else
+            snprintf(names[made], 96, "dlock-bench-%s-many-%lu", run_id(),
+                     made - 2);
+    }
+    if (names == NULL || made < k)
+        status_fail(&r->forget_st, DLOCK_ENOMEM, "clean-up", "out of memory");
+    else if ((rc = dlock_bench_forget(uri, (const char *const *)names, k, err,
+                                      sizeof err)) != DLOCK_OK)
+        status_fail(&r->forget_st, rc, "clean-up", err);
+    else
+        r->forget_st.ran = true;
+    for (unsigned long i = 0; names != NULL && i < made; i++)
+        free(names[i]);
+    free(names);
+}
+
 static void run_uri(struct bench_run *run, const char *uri,
                     struct bench_result *r)
 {
@@ -859,6 +973,7 @@ static void run_uri(struct bench_run *run, const char *uri,
         run_contended(run, uri, r);
     if (run->workloads & WL_MANY)
         run_many(run, uri, r);
+    forget_names(run, uri, r);
 }
 
 /* The exit status for one failed workload: unreachable wins. */
@@ -1121,9 +1236,11 @@ static int bench_run_cmd(int argc, char **argv)
     bench_print_table(&run);
     for (size_t i = 0; i < run.n; i++) {
         struct bench_result *r = &run.r[i];
-        const struct bench_status *sts[] = {&r->open, &r->unc_st, &r->floor_st,
-                                            &r->con_st, &r->many_st};
-        for (size_t k = 0; k < 5; k++)
+        const struct bench_status *sts[] = {&r->open,   &r->unc_st,
+                                            &r->floor_st, &r->fence_st,
+                                            &r->con_st, &r->many_st,
+                                            &r->forget_st};
+        for (size_t k = 0; k < sizeof sts / sizeof sts[0]; k++)
             if (!sts[k]->ran && sts[k]->rc != DLOCK_OK &&
                 sts[k]->rc != DLOCK_EUNSUPPORTED)
                 tool_err("bench", "[%zu] %s: %s", i + 1, r->uri, sts[k]->msg);
@@ -1133,6 +1250,10 @@ static int bench_run_cmd(int argc, char **argv)
         status = worst(status, &r->many_st);
         if (r->floor_st.rc != DLOCK_EUNSUPPORTED)
             status = worst(status, &r->floor_st);
+        if (r->fence_st.rc != DLOCK_EUNSUPPORTED)
+            status = worst(status, &r->fence_st);
+        if (r->forget_st.rc != DLOCK_EUNSUPPORTED)
+            status = worst(status, &r->forget_st);
     }
     return write_outputs(&run, json, svg, md, status);
 }

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "exec_guard.h"
+#include "exec_run.h"
 #include "tool.h"
 
 /* Written by the watchdog's on_lost and by signal handlers; read by the
@@ -41,6 +42,9 @@ static const int caught[] = {SIGTERM, SIGINT, SIGHUP};
  * DLOCK_ECLOSED holding nothing, and dlock exits 128+N. */
 static dlock_client *waiting_client;
 static volatile sig_atomic_t wait_signal;
+
+/* The subcommand running a command: "exec", or "elect" (exec_run.h). */
+static const char *run_sub = "exec";
 
 static void exec_help(void)
 {
@@ -70,6 +74,13 @@ static void exec_help(void)
         "  -s, --shared              take a shared (reader) lock\n"
         "  -x, -e, --exclusive       take an exclusive lock (the "
         "default)\n"
+        "  --permits N               take one of N permits of a counting "
+        "semaphore:\n"
+        "                            at most N commands run at once under "
+        "NAME (every\n"
+        "                            run of NAME must give the same N; not "
+        "with -s or\n"
+        "                            --also)\n"
         "  --fair                    refuse to run unless the URI's mode "
         "grants in\n"
         "                            order of arrival (`dlock info` says "
@@ -165,7 +176,8 @@ enum {
     OPT_VERBOSE,
     OPT_PWFILE,
     OPT_ALSO,
-    OPT_FAIR
+    OPT_FAIR,
+    OPT_PERMITS
 };
 
 /* NAME and the --also names. */
@@ -239,12 +251,17 @@ static int acquire(dlock_client *c, dlock_lock *lk, const char *name,
 
 static void on_lost(dlock_lock *lk, int code, const char *why, void *payload)
 {
-    char b = 'L';
-
     (void)lk;
     (void)code;
     (void)payload;
     fprintf(stderr, "dlock exec: lock lost: %s\n", why);
+    exec_run_lost();
+}
+
+void exec_run_lost(void)
+{
+    char b = 'L';
+
     if (write(events[1], &b, 1) < 0) {
         /* The pipe is non-blocking and never full in practice; nothing
          * else can be done from here. */
@@ -477,33 +494,33 @@ static int run_command(struct run *r, const char *what)
 
     e = start_guard(r);
     if (e != 0) {
-        tool_err("exec", "fork: %s", strerror(e));
+        tool_err(run_sub, "fork: %s", strerror(e));
         return EXIT_SOFTWARE;
     }
     supervise(r);
     close(r->to_guard);
     close(r->from_guard);
     if (!r->done && r->fork_errno != 0) {
-        tool_err("exec", "cannot start the command: %s",
+        tool_err(run_sub, "cannot start the command: %s",
                  strerror(r->fork_errno));
         return EXIT_SOFTWARE;
     }
     if (!r->done) {
         kill_orphans();
         if (WIFSIGNALED(r->status))
-            tool_err("exec",
+            tool_err(run_sub,
                      "the guard process %d was killed by signal %d; "
                      "the command and all it started were killed",
                      (int)r->guard, WTERMSIG(r->status));
         else
-            tool_err("exec",
+            tool_err(run_sub,
                      "the guard process %d exited early (status %d); "
                      "the command and all it started were killed",
                      (int)r->guard, WEXITSTATUS(r->status));
         return EXIT_SOFTWARE;
     }
     if (r->exec_errno != 0) {
-        tool_err("exec", "%s: %s", what, strerror(r->exec_errno));
+        tool_err(run_sub, "%s: %s", what, strerror(r->exec_errno));
         return r->exec_errno == ENOENT ? 127 : 126;
     }
     if (WIFEXITED(r->status))
@@ -521,7 +538,7 @@ static bool start_state(struct run *r)
 
     memset(r, 0, sizeof *r);
     if (!inherited_fds(&r->inherited)) {
-        tool_err("exec", "out of memory");
+        tool_err(run_sub, "out of memory");
         free(r->inherited.fds);
         return false;
     }
@@ -626,13 +643,14 @@ static int exec_run(int argc, char **argv)
         {"quiet", no_argument, NULL, 'q'},
         {"also", required_argument, NULL, OPT_ALSO},
         {"fair", no_argument, NULL, OPT_FAIR},
+        {"permits", required_argument, NULL, OPT_PERMITS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *uri = NULL, *name, *names[EXEC_NAMES_MAX];
     size_t nnames = 1;
     uint32_t timeout = DLOCK_WAIT_FOREVER, lease = 0, kill_after = 10000;
-    unsigned long conflict = EXIT_CONFLICT;
+    unsigned long conflict = EXIT_CONFLICT, permits = 0;
     bool quiet = false, verbose = false, fair = false;
     const char *line = NULL; /* -c */
     const char *pwfile = NULL;
@@ -711,6 +729,11 @@ static int exec_run(int argc, char **argv)
         case OPT_FAIR:
             fair = true;
             break;
+        case OPT_PERMITS:
+            if (!tool_uint("exec", "--permits", optarg, 1, DLOCK_PERMITS_MAX,
+                           &permits))
+                return EXIT_USAGE;
+            break;
         case OPT_ALSO:
             if (nnames == EXEC_NAMES_MAX) {
                 tool_err("exec", "--also: at most %d names in all",
@@ -730,6 +753,16 @@ static int exec_run(int argc, char **argv)
                      argv[optind - 1]);
             return EXIT_USAGE;
         }
+    }
+    if (permits > 0 && fair) {
+        tool_err("exec", "--fair: with --permits: no mode promises an order "
+                 "of permits (dlock info's fair is the lock's)");
+        return EXIT_USAGE;
+    }
+    if (permits > 0 && (nnames > 1 || (lo.flags & DLOCK_LOCK_SHARED))) {
+        tool_err("exec", "--permits: not with %s (a permit is one of N "
+                 "holders of one name)", nnames > 1 ? "--also" : "--shared");
+        return EXIT_USAGE;
     }
     if (optind >= argc) {
         tool_err("exec", "missing NAME and COMMAND (try `dlock exec --help`)");
@@ -791,6 +824,7 @@ static int exec_run(int argc, char **argv)
     }
     lo.lease_ms = lease;
     lo.on_lost = on_lost;
+    lo.permits = (uint32_t)permits;
     for (size_t i = 0; i < nnames; i++) {
         rc = dlock_lock_new(&lks[i], c, names[i], &lo);
         if (rc != DLOCK_OK) {
@@ -881,3 +915,51 @@ const struct tool_cmd tool_exec = {
     "exec", "run a command while holding a lock (flock(1) across machines)",
     exec_run, exec_help,
 };
+
+/* ---- the same run for `dlock elect` (exec_run.h) ---------------------------- */
+
+static struct run shared_run;
+
+bool exec_run_begin(const char *sub)
+{
+    run_sub = sub;
+    if (!start_state(&shared_run))
+        return false;
+    if (pipe2(events, O_CLOEXEC | O_NONBLOCK) != 0) {
+        tool_err(sub, "pipe: %s", strerror(errno));
+        free(shared_run.inherited.fds);
+        shared_run.inherited.fds = NULL;
+        return false;
+    }
+    return true;
+}
+
+void exec_run_wait_signals(dlock_client *c)
+{
+    catch_wait_signals(&shared_run, c);
+}
+
+int exec_run_wait_signal(void)
+{
+    return wait_signal;
+}
+
+int exec_run_command(char **argv, uint32_t kill_after_ms, bool *lost)
+{
+    int code;
+
+    catch_signals(&shared_run);
+    if (wait_signal != 0) /* between the win and the handlers of the run */
+        return 128 + wait_signal;
+    shared_run.gs.argv = argv;
+    shared_run.gs.kill_after_ms = kill_after_ms;
+    code = run_command(&shared_run, argv[0]);
+    *lost = shared_run.lost;
+    return code;
+}
+
+void exec_run_end(void)
+{
+    free(shared_run.inherited.fds);
+    shared_run.inherited.fds = NULL;
+}

@@ -191,6 +191,16 @@ static void print_window(const dlock_info *info)
  */
 static const char *fair_text(uint32_t caps)
 {
+    /* The claim is the lock's: no mode promises an order of permits. */
+    if ((caps & DLOCK_CAP_FAIR) && (caps & DLOCK_CAP_PERMITS))
+        return (caps & DLOCK_CAP_NATIVE_WAIT)
+                   ? "yes: the server queues the waiters and grants the "
+                     "lock in their order of arrival; a releaser that asks "
+                     "again queues behind them. That is the lock's: a "
+                     "semaphore's permits are promised in no order"
+                   : "yes: grants follow the order of arrival. That is the "
+                     "lock's: a semaphore's permits are promised in no "
+                     "order";
     if ((caps & DLOCK_CAP_FAIR) && (caps & DLOCK_CAP_NATIVE_WAIT))
         return "yes: the server queues the waiters and grants the lock in "
                "their order of arrival; a releaser that asks again "

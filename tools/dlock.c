@@ -11,8 +11,8 @@
 #include "tool.h"
 
 static const struct tool_cmd *const commands[] = {
-    &tool_exec, &tool_info, &tool_inspect, &tool_demo, &tool_bench,
-    &tool_scenario, NULL,
+    &tool_exec, &tool_elect, &tool_info, &tool_inspect, &tool_demo,
+    &tool_bench, &tool_scenario, &tool_latch, NULL,
 };
 
 /* Every exit status of every command, for `dlock --help` and so for
@@ -21,7 +21,8 @@ static const struct {
     const char *code, *name, *text;
 } exit_table[] = {
     {"0", "", "success; for exec, COMMAND's own status (128+N: signal N)"},
-    {"1", "", "busy or timed out (exec -E N: N); inspect: held"},
+    {"1", "", "busy or timed out (exec -E N: N); inspect: held; latch "
+              "set: counting already"},
     {"64", "EX_USAGE", "bad option, duration or URI"},
     {"65", "EX_DATAERR", "bench --from-json: the file is no bench JSON"},
     {"66", "EX_NOINPUT", "the lock directory (file://) or a certificate "

@@ -31,7 +31,7 @@ struct tool_cmd {
 };
 
 extern const struct tool_cmd tool_exec, tool_info, tool_inspect, tool_demo,
-    tool_bench, tool_scenario;
+    tool_bench, tool_scenario, tool_elect, tool_latch;
 
 /* The exit code for a failed dlock call outside a conflict. */
 int tool_exit_for(int rc);

@@ -247,12 +247,16 @@ static int etcd_open(struct dlock_session **out, const struct dlock_uri *u,
 
 /* ---- modes and the table -------------------------------------------------------- */
 
+/* Permits (<name>/s/<N>/<lease>) are the mutex mode's: one mode serves
+ * them (the recipe is the same in both), and rwlock's readers add nothing
+ * to a semaphore. */
 static const struct dlock_mode etcd_mutex = {
     .name = "mutex",
     .summary = "etcd's concurrency.Mutex keys: excludes etcdctl lock and Go "
-               "clients",
-    .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),
-    .caps = ETCD_CAPS,
+               "clients; permits (<name>/s/<N>/<lease>)",
+    .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
+             DLOCK_KIND_BIT(DLOCK_KIND_PERMIT),
+    .caps = ETCD_CAPS | DLOCK_CAP_PERMITS,
     ETCD_MODE_COMMON,
 };
 

@@ -18,7 +18,9 @@
  * counter makes strictly increasing across grants, also across restarts
  * and leader changes. A reader (mode rwlock) puts "<name>/r/<lease>" and
  * waits only for the writers before it; to etcdctl and Go it is one more
- * contender.
+ * contender. One of N permits (mode mutex) puts "<name>/s/<N>/<lease>"
+ * and holds while fewer than N keys are older; it waits for one of the N
+ * keys just before its own to go (recipe.c).
  *
  * Files:
  *   etcd.c    the table, the URI read into a context, sessions
@@ -28,6 +30,7 @@
  *             watch stream, base64 of keys (nettle)
  *   lease.c   the session's lease: grant, keepalive, renewals of grants
  *   recipe.c  acquire, release, inspect: the mutex recipe
+ *   latch.c   count-down latches: a key holding the count
  *   floor.c   the bench's bare protocol: the same requests, no dlock core
  */
 #ifndef DLOCK_BACKEND_ETCD_H
@@ -48,8 +51,8 @@
  * whose encoding is longer than this is cut and ends with '~' and the
  * SHA-256 of the whole name in hex, so every key stays short. */
 #define ETCD_NAME_ENC_MAX 512
-/* A key: prefix, the encoded name, '/', "r/", 16 hex digits of the lease,
- * '.' and 16 of a handle's serial. */
+/* A key: prefix, the encoded name, '/', "r/" or "s/<N>/", 16 hex digits
+ * of the lease, '.' and 16 of a handle's serial. */
 #define ETCD_KEY_MAX (ETCD_PREFIX_MAX + ETCD_NAME_ENC_MAX + 64 + 48)
 
 /* etcd's gRPC codes: "requested lease not found" (and other absences);
@@ -78,7 +81,7 @@
 #define ETCD_CAPS \
     (DLOCK_CAP_LEASE | DLOCK_CAP_SERVER_TIMEOUT | DLOCK_CAP_NATIVE_WAIT | \
      DLOCK_CAP_FAIR | DLOCK_CAP_FENCING | DLOCK_CAP_SURVIVES_RECONNECT | \
-     DLOCK_CAP_BATCH_RENEW)
+     DLOCK_CAP_BATCH_RENEW | DLOCK_CAP_LATCH)
 
 /* Per client: the URI, read once. Read-only after ctx_open() except next,
  * the member to try first (any thread may move it on). */
@@ -193,6 +196,17 @@ int dlock__etcd_post(struct etcd_session *es, const char *path,
  */
 int dlock__etcd_watch_delete(struct etcd_session *es, const char *key,
                              size_t key_len, int64_t deadline_ms);
+/*
+ * A permit's wait: until one of the n keys under prefix (raw, ending in
+ * '/') created just before `below` is gone, the oldest of them created
+ * at low: one watch of the prefix's deletions (with each deleted key's
+ * create revision), and once it is set up a check that those n keys are
+ * all still there. Only they matter: while all n stay, n keys are older
+ * than the waiter's. Returns as dlock__etcd_watch_delete() does.
+ */
+int dlock__etcd_watch_nearest(struct etcd_session *es, const char *prefix,
+                              size_t prefix_len, int64_t low, int64_t below,
+                              uint32_t n, int64_t deadline_ms);
 
 /* JSON readers. A path is members and array indexes joined by dots,
  * "responses.1.response_range.kvs.0"; anything missing (or of another
@@ -238,12 +252,14 @@ int dlock__etcd_inspect(struct dlock_session *s, const char *name,
  * *rev: the key's create revision; *first: the queue's first create
  * revision; *mine 1 when the key was put now, 0 when it existed with
  * another owner's value, 2 when it existed with this owner's (a key an
- * earlier grant or attempt left).
+ * earlier grant or attempt left); head (ETCD_KEY_MAX + 1 bytes, or NULL)
+ * the queue's first key, *head_len its length (-1: none).
  * DLOCK_EBUSY when the session's lease had ended (es->lease is then 0).
  */
 int dlock__etcd_enqueue(struct etcd_session *es, const char *owner,
                         size_t owner_len, int64_t io, int64_t *rev,
-                        int64_t *first, int *mine);
+                        int64_t *first, int *mine, char *head,
+                        long *head_len);
 /* Delete key if it still has create revision rev: 1, 0 (it had not), or
  * an error. */
 int dlock__etcd_delete_if(struct etcd_session *es, const char *key,
@@ -253,17 +269,26 @@ int dlock__etcd_delete_if(struct etcd_session *es, const char *key,
 void dlock__etcd_queue_prefix(struct etcd_session *es, const char *name,
                               size_t len);
 
+/* ---- latch.c: count-down latches (a key holding the count) ---------------- */
+
+extern const struct dlock_latch_ops dlock__etcd_latch;
+
 /* ---- floor.c ------------------------------------------------------------ */
 
 int dlock__etcd_floor(const struct dlock_uri *uri, const char *name,
                       uint32_t n, uint64_t *ns_out, char *err,
                       size_t errlen);
+/* dlock_mode.forget of both modes: nothing is left to remove (floor.c). */
+int dlock__etcd_forget(const struct dlock_mode *mode,
+                       const struct dlock_uri *uri, const char *const *names,
+                       size_t n, char *err, size_t errlen);
 
 /* What both modes share: they run one recipe with different kinds. */
 #define ETCD_MODE_COMMON \
     .retry_min_ms = ETCD_RETRY_MIN_MS, \
     .retry_max_ms = ETCD_RETRY_MAX_MS, .acquire = dlock__etcd_acquire, \
     .renew = dlock__etcd_renew, .release = dlock__etcd_release, \
-    .inspect = dlock__etcd_inspect, .floor = dlock__etcd_floor
+    .inspect = dlock__etcd_inspect, .floor = dlock__etcd_floor, \
+    .forget = dlock__etcd_forget, .latch = &dlock__etcd_latch
 
 #endif /* DLOCK_BACKEND_ETCD_H */

@@ -6,7 +6,8 @@
  * answered). The watch is the gateway's streaming /v3/watch: one JSON
  * object per line, read as it comes until the watched key's DELETE event;
  * once it is set up, a range in the same multi handle checks the key was
- * not deleted before.
+ * not deleted before. A semaphore's waiter watches its queue's range
+ * instead, for the deletion of one of the N keys just older than its own.
  * Keys and values are base64 in the gateway's JSON (nettle's base64).
  *
  * Divisions: buffers and base64; one request; the watch; JSON readers.
@@ -461,7 +462,26 @@ struct watch_state {
     int created;   /* etcd set the watch up */
     int deleted;   /* the DELETE event came (or the check found none) */
     int canceled;  /* the server ended the watch (compacted, ...) */
+    /* A range watch (dlock__etcd_watch_nearest): done when one of the n
+     * keys created just before below, the oldest of them created at low,
+     * goes: a DELETE event of a key created in [low, below), or the check
+     * (at rev0, the revision the watch starts after) finding those n keys
+     * no longer there. */
+    int range;
+    uint32_t n;
+    int64_t low, below, rev0;
 };
+
+/* A range watch's DELETE event. One without its previous key cannot be
+ * placed: wake, and the caller looks. */
+static void on_range_delete(struct watch_state *w, json_object *ev)
+{
+    json_object *prev = dlock__etcd_get(ev, "prev_kv");
+    int64_t created = dlock__etcd_i64(prev, "create_revision");
+
+    if (prev == NULL || (created >= w->low && created < w->below))
+        w->deleted = 1;
+}
 
 /* Each line of the stream is one JSON object; look at the complete ones.
  * Returning less than given ends the transfer (deleted). */
@@ -479,14 +499,20 @@ static size_t on_watch(char *p, size_t size, size_t n, void *arg)
         if (o != NULL) {
             json_object *ev = dlock__etcd_get(o, "result.events");
             for (size_t i = 0; i < dlock__etcd_len(ev); i++) {
-                json_object *t = dlock__etcd_get(
-                    json_object_array_get_idx(ev, i), "type");
-                if (t != NULL &&
-                    strcmp(json_object_get_string(t), "DELETE") == 0)
+                json_object *e = json_object_array_get_idx(ev, i);
+                json_object *t = dlock__etcd_get(e, "type");
+                if (t == NULL ||
+                    strcmp(json_object_get_string(t), "DELETE") != 0)
+                    continue;
+                if (w->range)
+                    on_range_delete(w, e);
+                else
                     w->deleted = 1;
             }
-            if (dlock__etcd_get(o, "result.created") != NULL)
+            if (dlock__etcd_get(o, "result.created") != NULL) {
                 w->created = 1;
+                w->rev0 = dlock__etcd_i64(o, "result.header.revision");
+            }
             if (dlock__etcd_get(o, "result.canceled") != NULL ||
                 dlock__etcd_get(o, "error") != NULL)
                 w->canceled = 1;
@@ -498,15 +524,49 @@ static size_t on_watch(char *p, size_t size, size_t n, void *arg)
     return w->deleted || w->canceled ? 0 : size * n;
 }
 
+/* The check's reply: the watched key is gone, or (a range watch) the n
+ * keys just older than below, the oldest created at low, are not all
+ * there at rev0. (etcd's count ignores max_create_revision: the keys are
+ * listed, newest first, and the n-th looked at.) */
+static void check_done(struct watch_state *w, json_object *r)
+{
+    if (w->range) {
+        json_object *kvs = dlock__etcd_get(r, "kvs");
+        if (dlock__etcd_len(kvs) < w->n ||
+            dlock__etcd_i64(json_object_array_get_idx(kvs, w->n - 1),
+                            "create_revision") != w->low)
+            w->deleted = 1;
+    } else if (dlock__etcd_i64(r, "count") == 0) {
+        w->deleted = 1;
+    }
+}
+
+/* "key":…,"range_end":… of the keys under a prefix ending in '/'. */
+static int buf_prefix_range(struct etcd_buf *b, const char *prefix,
+                            size_t len)
+{
+    char end[ETCD_KEY_MAX + 1];
+
+    memcpy(end, prefix, len);
+    end[len - 1]++; /* "name/" -> "name0" */
+    return dlock__etcd_buf_printf(b, "\"key\":\"") ||
+           dlock__etcd_buf_b64(b, prefix, len) ||
+           dlock__etcd_buf_printf(b, "\",\"range_end\":\"") ||
+           dlock__etcd_buf_b64(b, end, len) ||
+           dlock__etcd_buf_printf(b, "\"");
+}
+
 /*
  * Drive the watch on es->curl and, once etcd says it is created, one
  * range of the watched key on es->check in the same multi handle: a key
- * already gone by then is as good as its DELETE event. Returns the
+ * already gone by then is as good as its DELETE event. A range watch's
+ * check counts the older keys at the watch's start revision: check_body
+ * holds its first part, and the revision is added here. Returns the
  * watch's own result.
  */
 static CURLcode watch_run(struct etcd_session *es, struct watch_state *w,
-                          const char *check_url,
-                          const struct etcd_buf *check_body, long ms)
+                          const char *check_url, struct etcd_buf *check_body,
+                          long ms)
 {
     CURLcode res = CURLE_OK;
     CURLMsg *msg;
@@ -529,15 +589,18 @@ static CURLcode watch_run(struct etcd_session *es, struct watch_state *w,
                 curl_easy_getinfo(es->check, CURLINFO_RESPONSE_CODE, &status);
                 if (msg->data.result == CURLE_OK && status == 200 &&
                     (r = json_tokener_parse(es->check_resp.p)) != NULL &&
-                    dlock__etcd_get(r, "header") != NULL &&
-                    dlock__etcd_i64(r, "count") == 0)
-                    w->deleted = 1;
+                    dlock__etcd_get(r, "header") != NULL)
+                    check_done(w, r);
                 json_object_put(r);
                 curl_multi_remove_handle(es->multi, es->check);
                 checking = 2;
             }
         }
         if (!done && !w->deleted && w->created && checking == 0) {
+            if (w->range &&
+                dlock__etcd_buf_printf(check_body, ",\"revision\":\"%lld\"}",
+                                       (long long)w->rev0))
+                break; /* out of memory: the caller looks again */
             set_common(es->check, es->x, check_url, check_body, ms);
             es->check_resp.len = 0;
             curl_easy_setopt(es->check, CURLOPT_WRITEFUNCTION, on_data);
@@ -568,21 +631,57 @@ static CURLcode watch_run(struct etcd_session *es, struct watch_state *w,
     return res;
 }
 
-int dlock__etcd_watch_delete(struct etcd_session *es, const char *key,
-                             size_t key_len, int64_t deadline_ms)
+/* Run the watch es->body creates, with the check in check (freed here),
+ * until w says done or deadline_ms: 1 done, 0 look again, or an error. */
+static int watch_drive(struct etcd_session *es, struct watch_state *w,
+                       struct etcd_buf *check, int64_t deadline_ms)
 {
     struct etcd_ctx *x = es->x;
-    struct watch_state w = {{NULL, 0, 0}, 0, 0, 0};
-    struct etcd_buf check = {NULL, 0, 0};
     unsigned m = __atomic_load_n(&x->next, __ATOMIC_RELAXED);
     char url[320], check_url[320], why[CURL_ERROR_SIZE] = "";
     int64_t left = deadline_ms - dlock_now_ms();
     long ms;
     CURLcode cc;
 
-    if (left <= 0)
+    if (left <= 0) {
+        dlock__etcd_buf_free(check);
         return 0;
+    }
     ms = left > INT32_MAX ? INT32_MAX : (long)left;
+    snprintf(url, sizeof url, "%s/v3/watch", x->members[m]);
+    snprintf(check_url, sizeof check_url, "%s/v3/kv/range", x->members[m]);
+    set_common(es->curl, x, url, &es->body, ms);
+    /* Connecting is bounded by the URI's timeout, the stream by the
+     * deadline alone. */
+    curl_easy_setopt(es->curl, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)(left < x->timeout_ms ? left : x->timeout_ms));
+    curl_easy_setopt(es->curl, CURLOPT_WRITEFUNCTION, on_watch);
+    curl_easy_setopt(es->curl, CURLOPT_WRITEDATA, w);
+    curl_easy_setopt(es->curl, CURLOPT_ERRORBUFFER, why);
+    cc = watch_run(es, w, check_url, check,
+                   (long)(left < x->timeout_ms ? left : x->timeout_ms));
+    dlock__etcd_buf_free(&w->lines);
+    dlock__etcd_buf_free(check);
+    if (w->deleted)
+        return 1;
+    if (cc == CURLE_OPERATION_TIMEDOUT || w->canceled)
+        return 0; /* the caller looks again */
+    if (cc == CURLE_OK)
+        return 0; /* the stream ended (a member stopping): look again */
+    /* This member is unreachable: the next request tries the others. */
+    __atomic_store_n(&x->next, (m + 1) % (unsigned)x->nmembers,
+                     __ATOMIC_RELAXED);
+    return dlock__etcd_fail(es, DLOCK_ECONNECT, "watch on %s: %s",
+                            x->members[m],
+                            why[0] ? why : curl_easy_strerror(cc));
+}
+
+int dlock__etcd_watch_delete(struct etcd_session *es, const char *key,
+                             size_t key_len, int64_t deadline_ms)
+{
+    struct watch_state w = {.range = 0};
+    struct etcd_buf check = {NULL, 0, 0};
+
     /* From now on (no start revision: a past one would put the watcher
      * among etcd's unsynced ones, served every 100 ms), then the check. */
     es->body.len = 0;
@@ -595,32 +694,36 @@ int dlock__etcd_watch_delete(struct etcd_session *es, const char *key,
         dlock__etcd_buf_free(&check);
         return dlock__etcd_fail(es, DLOCK_ENOMEM, "out of memory");
     }
-    snprintf(url, sizeof url, "%s/v3/watch", x->members[m]);
-    snprintf(check_url, sizeof check_url, "%s/v3/kv/range", x->members[m]);
-    set_common(es->curl, x, url, &es->body, ms);
-    /* Connecting is bounded by the URI's timeout, the stream by the
-     * deadline alone. */
-    curl_easy_setopt(es->curl, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long)(left < x->timeout_ms ? left : x->timeout_ms));
-    curl_easy_setopt(es->curl, CURLOPT_WRITEFUNCTION, on_watch);
-    curl_easy_setopt(es->curl, CURLOPT_WRITEDATA, &w);
-    curl_easy_setopt(es->curl, CURLOPT_ERRORBUFFER, why);
-    cc = watch_run(es, &w, check_url, &check,
-                   (long)(left < x->timeout_ms ? left : x->timeout_ms));
-    dlock__etcd_buf_free(&w.lines);
-    dlock__etcd_buf_free(&check);
-    if (w.deleted)
-        return 1;
-    if (cc == CURLE_OPERATION_TIMEDOUT || w.canceled)
-        return 0; /* the caller looks again */
-    if (cc == CURLE_OK)
-        return 0; /* the stream ended (a member stopping): look again */
-    /* This member is unreachable: the next request tries the others. */
-    __atomic_store_n(&x->next, (m + 1) % (unsigned)x->nmembers,
-                     __ATOMIC_RELAXED);
-    return dlock__etcd_fail(es, DLOCK_ECONNECT, "watch on %s: %s",
-                            x->members[m],
-                            why[0] ? why : curl_easy_strerror(cc));
+    return watch_drive(es, &w, &check, deadline_ms);
+}
+
+int dlock__etcd_watch_nearest(struct etcd_session *es, const char *prefix,
+                              size_t prefix_len, int64_t low, int64_t below,
+                              uint32_t n, int64_t deadline_ms)
+{
+    struct watch_state w = {.range = 1, .n = n, .low = low, .below = below};
+    struct etcd_buf check = {NULL, 0, 0};
+
+    /* Deletions under the prefix from now on, each with the key it
+     * deleted (prev_kv: its create revision says whether it was one of
+     * the n); the check, at the watch's start revision, ends in
+     * watch_run(). */
+    es->body.len = 0;
+    if (dlock__etcd_buf_printf(&es->body, "{\"create_request\":{") ||
+        buf_prefix_range(&es->body, prefix, prefix_len) ||
+        dlock__etcd_buf_printf(&es->body, ",\"filters\":[\"NOPUT\"],"
+                                          "\"prev_kv\":true}}") ||
+        dlock__etcd_buf_printf(&check, "{") ||
+        buf_prefix_range(&check, prefix, prefix_len) ||
+        dlock__etcd_buf_printf(&check, ",\"max_create_revision\":\"%lld\","
+                                       "\"sort_order\":\"DESCEND\","
+                                       "\"sort_target\":\"CREATE\","
+                                       "\"keys_only\":true,\"limit\":\"%u\"",
+                               (long long)(below - 1), n)) {
+        dlock__etcd_buf_free(&check);
+        return dlock__etcd_fail(es, DLOCK_ENOMEM, "out of memory");
+    }
+    return watch_drive(es, &w, &check, deadline_ms);
 }
 
 /* ---- JSON readers --------------------------------------------------------- */

@@ -11,6 +11,13 @@
  * try that found the lock taken, a deadline, an error) deletes its key,
  * also when the deadline raced the grant: nothing stays in the queue.
  *
+ * Permits (a semaphore of N) use the same queue with the keys
+ * "<prefix><name>/s/<N>/<lease hex>": a permit is held while fewer than N
+ * keys of the queue are older than its own. A waiter waits for one of the
+ * N keys just older than its own to go (while they all stay, N are
+ * older): one watch of the queue's deletions, which wakes it only for
+ * those N (dlock__etcd_watch_nearest), then it looks again.
+ *
  * Divisions: keys; the queue; acquire; release; inspect.
  */
 #include <stdio.h>
@@ -23,17 +30,21 @@
 /* ---- keys ------------------------------------------------------------------- */
 
 /* The key of a contender: "<prefix><name>/<lease hex>", readers
- * "<prefix><name>/r/<lease hex>"; a second handle of the client waiting
- * on the same lease and name adds ".<serial hex>". */
+ * "<prefix><name>/r/<lease hex>", permits "<prefix><name>/s/<N>/<lease
+ * hex>"; a second handle of the client waiting on the same lease and name
+ * adds ".<serial hex>". */
 static void contender_key(struct etcd_session *es,
                           const struct dlock_request *req, int64_t lease,
                           int second)
 {
     size_t n = dlock__etcd_name_prefix(es->x, es->key, req->name,
                                        req->name_len);
-    int w = snprintf(es->key + n, sizeof es->key - n, "%s%llx",
-                     req->kind == DLOCK_KIND_SHARED ? "r/" : "",
-                     (unsigned long long)lease);
+    int w = req->kind == DLOCK_KIND_PERMIT
+                ? snprintf(es->key + n, sizeof es->key - n, "s/%u/%llx",
+                           req->permits, (unsigned long long)lease)
+                : snprintf(es->key + n, sizeof es->key - n, "%s%llx",
+                           req->kind == DLOCK_KIND_SHARED ? "r/" : "",
+                           (unsigned long long)lease);
     if (second && w > 0)
         w += snprintf(es->key + n + (size_t)w, sizeof es->key - n - (size_t)w,
                       ".%llx", (unsigned long long)req->serial);
@@ -93,6 +104,22 @@ static int is_reader(const struct etcd_session *es, const char *key, long len)
            memcmp(key + es->aux_len, "r/", 2) == 0;
 }
 
+/* The N of a permit's key "<queue>s/<N>/…" (raw, of the queue prefix
+ * es->aux); 0 for any other key. */
+static unsigned permit_count(const struct etcd_session *es, const char *key,
+                             long len)
+{
+    unsigned v = 0;
+    long i = (long)es->aux_len + 2;
+
+    if (len <= i || memcmp(key + es->aux_len, "s/", 2) != 0)
+        return 0;
+    for (; i < len && key[i] >= '0' && key[i] <= '9' && v <= DLOCK_PERMITS_MAX;
+         i++)
+        v = v * 10 + (unsigned)(key[i] - '0');
+    return i < len && key[i] == '/' && v <= DLOCK_PERMITS_MAX ? v : 0;
+}
+
 /* ---- the queue ---------------------------------------------------------------- */
 
 /*
@@ -103,7 +130,8 @@ static int is_reader(const struct etcd_session *es, const char *key, long len)
  */
 int dlock__etcd_enqueue(struct etcd_session *es, const char *owner,
                         size_t owner_len, int64_t io, int64_t *rev,
-                        int64_t *first, int *mine)
+                        int64_t *first, int *mine, char *head,
+                        long *head_len)
 {
     json_object *r, *kv;
     int rc, code;
@@ -137,6 +165,10 @@ int dlock__etcd_enqueue(struct etcd_session *es, const char *owner,
     *mine = 1;
     *first = dlock__etcd_i64(r, "responses.1.response_range.kvs.0."
                                 "create_revision");
+    if (head != NULL)
+        *head_len = kv_key(dlock__etcd_get(r, "responses.1.response_range."
+                                              "kvs.0"),
+                           head, ETCD_KEY_MAX);
     if (json_object_get_boolean(dlock__etcd_get(r, "succeeded"))) {
         *rev = dlock__etcd_i64(r, "header.revision");
     } else {
@@ -162,14 +194,17 @@ int dlock__etcd_enqueue(struct etcd_session *es, const char *owner,
 
 /*
  * The key this contender waits for: the last key created before rev
- * (for a reader, the last writer's) into es->aux... as a copy in pred,
- * with *pred_len 0 when there is none.
+ * (for a reader, the last writer's; for a permit of N, the N-th last,
+ * none when fewer than N are older) as a copy in pred, with *pred_len 0
+ * when there is none; *pred_rev its create revision (permits).
  */
 static int predecessor(struct etcd_session *es,
                        const struct dlock_request *req, int64_t rev,
-                       int64_t io, char *pred, size_t *pred_len)
+                       int64_t io, char *pred, size_t *pred_len,
+                       int64_t *pred_rev)
 {
     int reader = req->kind == DLOCK_KIND_SHARED;
+    uint32_t limit = req->kind == DLOCK_KIND_PERMIT ? req->permits : 1;
     json_object *r, *kvs;
     int rc;
 
@@ -180,14 +215,26 @@ static int predecessor(struct etcd_session *es,
                                ",\"max_create_revision\":\"%lld\","
                                "\"sort_order\":\"DESCEND\","
                                "\"sort_target\":\"CREATE\","
-                               "\"keys_only\":true%s}",
-                               (long long)(rev - 1),
-                               reader ? "" : ",\"limit\":\"1\""))
+                               "\"keys_only\":true",
+                               (long long)(rev - 1)) ||
+        (!reader && dlock__etcd_buf_printf(&es->body, ",\"limit\":\"%u\"",
+                                           limit)) ||
+        dlock__etcd_buf_printf(&es->body, "}"))
         return nomem(es);
     rc = dlock__etcd_post(es, "/v3/kv/range", io, &r, NULL);
     if (rc != DLOCK_OK)
         return rc;
     kvs = dlock__etcd_get(r, "kvs");
+    if (req->kind == DLOCK_KIND_PERMIT) {
+        json_object *kv = dlock__etcd_len(kvs) < limit
+                              ? NULL
+                              : json_object_array_get_idx(kvs, limit - 1);
+        long n = kv != NULL ? kv_key(kv, pred, ETCD_KEY_MAX) : -1;
+        *pred_len = n > 0 ? (size_t)n : 0;
+        *pred_rev = dlock__etcd_i64(kv, "create_revision");
+        json_object_put(r);
+        return DLOCK_OK;
+    }
     for (size_t i = 0; i < dlock__etcd_len(kvs); i++) {
         long n = kv_key(json_object_array_get_idx(kvs, i), pred,
                         ETCD_KEY_MAX);
@@ -248,6 +295,28 @@ int dlock__etcd_delete_if(struct etcd_session *es, const char *key,
 
 /* ---- acquire ------------------------------------------------------------------ */
 
+/* A permit request whose queue starts with a key of another count, or a
+ * lock's key: refused, naming both counts [B-PERMIT-1]. */
+static int permit_mismatch(struct etcd_session *es,
+                           const struct dlock_request *req, const char *head,
+                           long head_len)
+{
+    unsigned n = permit_count(es, head, head_len);
+
+    if (n == 0)
+        return dlock__etcd_fail(
+            es, DLOCK_EINVAL,
+            "permits: %u asked, but the name is a lock here: the first key "
+            "of its queue, %.*s, is a lock's (a name is a lock or a "
+            "semaphore, never both)",
+            req->permits, (int)(head_len > 200 ? 200 : head_len), head);
+    return dlock__etcd_fail(es, DLOCK_EINVAL,
+                            "permits: %u asked, but this semaphore has %u "
+                            "permits (its first holder's key %.*s)",
+                            req->permits, n,
+                            (int)(head_len > 200 ? 200 : head_len), head);
+}
+
 /* Give up: take the contender's key out of the queue, whatever the
  * deadline says, and return rc. */
 static int give_up(struct etcd_session *es, int64_t rev, int rc)
@@ -281,7 +350,7 @@ static int requeue(struct etcd_session *es, const struct dlock_request *req,
     }
     contender_key(es, req, es->lease, 0);
     rc = dlock__etcd_enqueue(es, req->owner, req->owner_len, io, rev, &first,
-                             &mine);
+                             &mine, NULL, NULL);
     if (rc == DLOCK_OK && mine != 1)
         rc = dlock__etcd_fail(es, DLOCK_ERROR, "queue: a new lease's key "
                                                "had an owner");
@@ -294,9 +363,14 @@ static int requeue(struct etcd_session *es, const struct dlock_request *req,
 }
 
 /* Fill the grant of the contender's key (es->key, created at rev on
- * lease): the fence is its create revision. */
+ * lease): the fence is its create revision. waited: 0, or the request's
+ * lease_ms when the contender waited for the key; then the lease is
+ * believed from its last keepalive for that long, not from when the
+ * request started: a wait longer than the lease would otherwise end in a
+ * grant that has already run out (the wait kept the lease alive, and the
+ * key was found after the last keepalive). */
 static int granted(struct etcd_session *es, struct dlock_grant *grant,
-                   int64_t lease, int64_t rev, int64_t t0)
+                   int64_t lease, int64_t rev, int64_t t0, uint32_t waited)
 {
     grant->fence = (uint64_t)rev;
     grant->word[0] = (uint64_t)lease;
@@ -305,6 +379,10 @@ static int granted(struct etcd_session *es, struct dlock_grant *grant,
         return give_up(es, rev, nomem(es));
     memcpy(grant->priv, es->key, es->key_len + 1);
     dlock__etcd_lease_grants(es->x, lease, +1);
+    if (waited > 0) {
+        t0 = es->lease_sent_ms;
+        grant->expires_ms = t0 + waited;
+    }
     /* Believed from when the request started, and no longer than the
      * lease was last kept alive for (etcd ends it a TTL after that). */
     if (grant->expires_ms > t0 + dlock__etcd_believed_ms(es->x->ttl_s))
@@ -322,9 +400,10 @@ int dlock__etcd_acquire(struct dlock_session *s,
 {
     struct etcd_session *es = (struct etcd_session *)s;
     struct etcd_ctx *x = es->x;
-    int64_t t0 = dlock_now_ms(), rev = 0, first = 0, lease;
+    int64_t t0 = dlock_now_ms(), rev = 0, first = 0, lease, pred_rev = 0;
     char pred[ETCD_KEY_MAX + 1];
     size_t pred_len;
+    long head_len = -1;
     int rc, mine, queued = 0, second = 0, own = 0, told = 0;
 
     (void)retry_ms;
@@ -335,7 +414,7 @@ int dlock__etcd_acquire(struct dlock_session *s,
             return rc;
         contender_key(es, req, es->lease, second);
         rc = dlock__etcd_enqueue(es, req->owner, req->owner_len, io, &rev,
-                                 &first, &mine);
+                                 &first, &mine, pred, &head_len);
         if (rc == DLOCK_EBUSY && tries < 2)
             continue; /* the lease had ended: enqueue on a new one */
         if (rc != DLOCK_OK)
@@ -366,14 +445,17 @@ int dlock__etcd_acquire(struct dlock_session *s,
     /* The transaction read the queue with the key in it: a writer whose
      * key is first holds, with no second round trip. */
     if (first == rev && req->kind != DLOCK_KIND_SHARED)
-        return granted(es, grant, lease, rev, t0);
+        return granted(es, grant, lease, rev, t0, 0);
+    if (req->kind == DLOCK_KIND_PERMIT &&
+        permit_count(es, pred, head_len) != req->permits)
+        return give_up(es, rev, permit_mismatch(es, req, pred, head_len));
     for (;;) {
         int64_t io = dlock_now_ms() + x->timeout_ms, slice;
         /* Cancelled [B-CANCEL-1]: take the key out of the queue, which is
          * also the release if it had just come first. */
         if ((rc = dlock_session_cancelled(s)) != 0)
             break;
-        rc = predecessor(es, req, rev, io, pred, &pred_len);
+        rc = predecessor(es, req, rev, io, pred, &pred_len, &pred_rev);
         if (rc != DLOCK_OK)
             break;
         if (pred_len == 0) {
@@ -384,7 +466,8 @@ int dlock__etcd_acquire(struct dlock_session *s,
                 return dlock__etcd_fail(es, DLOCK_ECONNECT,
                                         "the session's lease ended while "
                                         "it waited; its key is gone");
-            return granted(es, grant, lease, rev, t0);
+            return granted(es, grant, lease, rev, t0,
+                           told ? req->lease_ms : 0);
         }
         if (deadline_ms == 0)
             return give_up(es, rev, DLOCK_EBUSY);
@@ -408,9 +491,13 @@ int dlock__etcd_acquire(struct dlock_session *s,
         /* Watch the predecessor, waking at a third of the TTL to keep this
          * session's lease (and so its place in the queue) alive. */
         slice = dlock_now_ms() + (int64_t)x->ttl_s * 1000 / 3;
-        rc = dlock__etcd_watch_delete(es, pred, pred_len,
-                                      slice < deadline_ms ? slice
-                                                          : deadline_ms);
+        if (slice > deadline_ms)
+            slice = deadline_ms;
+        rc = req->kind == DLOCK_KIND_PERMIT
+                 ? dlock__etcd_watch_nearest(es, es->aux, es->aux_len,
+                                             pred_rev, rev, req->permits,
+                                             slice)
+                 : dlock__etcd_watch_delete(es, pred, pred_len, slice);
         if (rc < 0 && rc != DLOCK_ECONNECT)
             break;
         if (rc == DLOCK_ECONNECT) /* the next member, in a moment */
@@ -467,12 +554,47 @@ int dlock__etcd_release(struct dlock_session *s,
 
 /* ---- inspect ------------------------------------------------------------------ */
 
+/* A semaphore of n (its first key a permit's): the holders are the n
+ * oldest keys of count; the last fence handed out is the youngest
+ * holder's create revision. */
+static int inspect_permits(struct etcd_session *es, unsigned n, int64_t count,
+                           int64_t io, dlock_state *out)
+{
+    json_object *r;
+    int64_t k = count < (int64_t)n ? count : (int64_t)n;
+    int rc;
+
+    es->body.len = 0;
+    if (dlock__etcd_buf_printf(&es->body, "{") || add_range_key(es) ||
+        dlock__etcd_buf_printf(&es->body, ",\"sort_order\":\"ASCEND\","
+                                          "\"sort_target\":\"CREATE\","
+                                          "\"keys_only\":true,"
+                                          "\"limit\":\"%lld\"}",
+                               (long long)k))
+        return nomem(es);
+    if ((rc = dlock__etcd_post(es, "/v3/kv/range", io, &r, NULL)) != DLOCK_OK)
+        return rc;
+    k = (int64_t)dlock__etcd_len(dlock__etcd_get(r, "kvs"));
+    if (k > 0)
+        out->fence = (uint64_t)dlock__etcd_i64(
+            json_object_array_get_idx(dlock__etcd_get(r, "kvs"),
+                                      (size_t)k - 1),
+            "create_revision");
+    json_object_put(r);
+    snprintf(out->owner, sizeof out->owner, "(%lld of %u permits held)",
+             (long long)k, n);
+    out->waiters = count > k ? (int)(count - k) : 0;
+    return DLOCK_OK;
+}
+
 int dlock__etcd_inspect(struct dlock_session *s, const char *name, size_t len,
                         dlock_state *out)
 {
     struct etcd_session *es = (struct etcd_session *)s;
     int64_t io = dlock_now_ms() + es->x->timeout_ms, lease, count;
     json_object *r, *kv, *v;
+    char key[ETCD_KEY_MAX + 1];
+    unsigned permits;
     long n;
     int rc;
 
@@ -495,6 +617,8 @@ int dlock__etcd_inspect(struct dlock_session *s, const char *name, size_t len,
         return DLOCK_OK;
     }
     out->fence = (uint64_t)dlock__etcd_i64(kv, "create_revision");
+    n = kv_key(kv, key, ETCD_KEY_MAX);
+    permits = permit_count(es, key, n);
     v = dlock__etcd_get(kv, "value");
     n = v != NULL ? dlock__etcd_unb64(json_object_get_string(v), out->owner,
                                       sizeof out->owner - 1)
@@ -507,6 +631,9 @@ int dlock__etcd_inspect(struct dlock_session *s, const char *name, size_t len,
             *p = '?';
     lease = dlock__etcd_i64(kv, "lease");
     json_object_put(r);
+    if (permits > 0 &&
+        (rc = inspect_permits(es, permits, count, io, out)) != DLOCK_OK)
+        return rc;
     if (lease != 0) {
         es->body.len = 0;
         if (dlock__etcd_buf_printf(&es->body, "{\"ID\":\"%lld\"}",

@@ -153,6 +153,8 @@ int dlock__my_ctx_new(struct dlock__my_ctx **out, const struct dlock_uri *uri,
         x->io_s = 1;
     x->io_ms = (int64_t)x->io_s * 1000;
     x->lease_ms = uri->lease_ms;
+    /* get_lock.c: a permit waiter's wait on one slot. */
+    x->slice_ms = uri->retry_max_ms != 0 ? uri->retry_max_ms : MY_SLICE_MS;
     snprintf(x->table, sizeof x->table, "%s", table);
     x->host = my_strdup(uri->hosts[0].host);
     x->user = my_strdup(uri->user);

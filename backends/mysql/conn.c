@@ -96,9 +96,13 @@ unsigned dlock__my_db_note(struct dlock__my_conn *c)
                           mysql_error(c->db));
 }
 
+/* A server error in a row (GET_LOCK's 1059 at mysql_stmt_fetch) is left
+ * by Connector/C 3.3 on the connection, not the statement (measured). */
 unsigned dlock__my_stmt_note(struct dlock__my_conn *c, MYSQL_STMT *st)
 {
     unsigned e = mysql_stmt_errno(st);
+    if (e == 0 && mysql_errno(c->db) != 0)
+        return dlock__my_db_note(c);
     return dlock__my_note(c, e != 0 ? e : CR_UNKNOWN_ERROR,
                           mysql_stmt_error(st));
 }
@@ -202,7 +206,7 @@ void dlock__my_conn_close(struct dlock__my_conn *c)
 /* Run the mode's CREATE TABLE IF NOT EXISTS statements, and the ALTER
  * TABLE ADD COLUMNs that bring an older table up to date: a column that
  * is already there is no failure. */
-static unsigned my_create_tables(struct dlock__my_conn *c)
+unsigned dlock__my_create_tables(struct dlock__my_conn *c)
 {
     for (const char *const *t = c->x->mode->ddl; *t != NULL; t++) {
         char q[1024];
@@ -225,8 +229,7 @@ static unsigned my_create_tables(struct dlock__my_conn *c)
     return 0;
 }
 
-/* A table, or a column added since it was made: the mode's ddl makes it. */
-static bool my_missing(unsigned e)
+bool dlock__my_missing(unsigned e)
 {
     return e == ER_NO_SUCH_TABLE || e == ER_BAD_FIELD_ERROR;
 }
@@ -248,7 +251,7 @@ MYSQL_STMT *dlock__my_prepare(struct dlock__my_conn *c,
     if (c->st[q->slot] != NULL && c->sql[q->slot] != q->sql)
         my_unprepare(c, q->slot);
     for (int tries = 0;; tries++) {
-        char text[1024];
+        char text[2048]; /* the longest: get_lock.c's permit tries */
         MYSQL_STMT *st;
         unsigned e;
         int n;
@@ -271,13 +274,14 @@ MYSQL_STMT *dlock__my_prepare(struct dlock__my_conn *c,
         }
         e = dlock__my_stmt_note(c, st);
         mysql_stmt_close(st);
-        if (!my_missing(e) || tries > 0 || my_create_tables(c) != 0)
+        if (!dlock__my_missing(e) || tries > 0 || c->no_ddl ||
+            dlock__my_create_tables(c) != 0)
             return NULL;
     }
 }
 
 /* A table dropped since the statement was prepared is created again,
- * once. */
+ * once (unless c->no_ddl). */
 unsigned dlock__my_exec(struct dlock__my_conn *c,
                         const struct dlock__my_stmt *q, MYSQL_BIND *params)
 {
@@ -294,10 +298,10 @@ unsigned dlock__my_exec(struct dlock__my_conn *c,
         if (mysql_stmt_execute(st) == 0)
             return 0;
         e = dlock__my_stmt_note(c, st);
-        if (!my_missing(e) || tries > 0)
+        if (!dlock__my_missing(e) || tries > 0 || c->no_ddl)
             return e;
         my_unprepare(c, q->slot);
-        if (my_create_tables(c) != 0)
+        if (dlock__my_create_tables(c) != 0)
             return c->err;
     }
 }

@@ -1,65 +1,317 @@
 /*
- * fence.c: the fencing tokens of every mode. A counter row per name in
- * <table>_fence, bumped after the lock is held by
- *     INSERT … VALUES (key, LAST_INSERT_ID(1))
- *     ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)
- * whose OK packet carries the new value (mysql_stmt_insert_id), so no
- * SELECT follows. The row also names the owner that took the token, which
- * is the holder while an exclusive lock is held (a shared holder of
- * for_update leaves the name empty): how
- * `dlock inspect` shows the holder's DLOCK_OWNER on modes whose own state
- * cannot (GET_LOCK knows a connection id; a FOR UPDATE row's owner is not
- * committed). The bump is always autocommitted: a token handed out
- * must never be handed out again, even if the lock is lost before it is
- * released. (for_update.c therefore bumps over a side connection of its
- * own.) The table is created with the mode's others, on first use.
+ * fence.c: the fencing tokens of every mode, with no disk flush per
+ * acquire and never repeated, even across a server crash.
  *
- * Divisions: the table and statements; bump and peek.
+ * A token is (epoch << 40) | counter:
+ *
+ * - counter: a row per name in <table>_fmem, ENGINE=MEMORY, bumped after
+ *   the lock is held. MEMORY writes take no InnoDB redo and no flush;
+ *   the table is empty after any restart of the server (its definition
+ *   stays, its rows are gone). The row also names the owner that took the
+ *   token, which is the holder while an exclusive lock is held (a shared
+ *   holder of for_update leaves the name empty): how `dlock inspect`
+ *   shows the holder's DLOCK_OWNER on modes whose own state cannot
+ *   (GET_LOCK knows a connection id; a FOR UPDATE row's owner is not
+ *   committed).
+ * - epoch: the one row of <table>_epoch, InnoDB, bumped only when the
+ *   counters were lost (or one ran out, or the table filled up), by a
+ *   transaction that commits before anyone uses the new epoch.
+ * - the marker: a row of the same MEMORY table under the all-zero key
+ *   (no name hashes to it) holding the epoch now in use. It vanishes with
+ *   the counters at a restart, and with them when someone empties the
+ *   table by hand, which a marker in a table of its own would survive.
+ *
+ * The bump is one statement, one round trip:
+ *     INSERT INTO t_fmem (lock_key, fence, owner)
+ *     SELECT ?, LAST_INSERT_ID(m.fence << 40 | 1), ? FROM t_fmem m
+ *      WHERE m.lock_key = <marker>
+ *     ON DUPLICATE KEY UPDATE fence = IF(<counter used up>,
+ *         fence + LAST_INSERT_ID(0),
+ *         LAST_INSERT_ID(GREATEST(fence + 1, VALUES(fence)))), owner = …
+ * whose OK packet carries the token as its insert id (LAST_INSERT_ID(expr)
+ * makes expr the insert id; mysql_stmt_insert_id), so no SELECT follows.
+ * GREATEST lifts a counter left from an older epoch into the current one.
+ * The insert id is 0 when there was no marker (the SELECT found no row,
+ * nothing was inserted) or the counter had handed out its last value
+ * (2^40 - 1): then fence_epoch() moves to a new epoch and the statement
+ * runs again. So is a full table (ER_RECORD_FILE_FULL: max_heap_table_size
+ * of the session that created the table, or that opened it first after a
+ * restart), after which the counters of older epochs are deleted.
+ *
+ * Moving to a new epoch (fence_epoch), on a connection outside any
+ * transaction:
+ *   1. read the marker (seen) and the durable epoch (d0);
+ *   2. START TRANSACTION; SELECT epoch … FOR UPDATE (d1); read the marker
+ *      again: if it is no longer seen, someone else moved, and we are done;
+ *   3. if d1 > d0, someone committed a new epoch after step 1, so after
+ *      the marker we acted on went missing or ran out: use d1 and write
+ *      nothing. Else UPDATE epoch = d1 + 1 and COMMIT: the durable write,
+ *      the only flush of the scheme;
+ *   4. only then set the marker to the new epoch (never lowering it), and
+ *      for a full table delete the counters below it.
+ * Why no token repeats: a marker is only ever set to an epoch already
+ * committed, so after a crash the durable epoch is at least every marker
+ * used before, and the next one is above it; within one life of the
+ * server the marker never goes down, and each counter only goes up
+ * (GREATEST), or is deleted (full table) only once the marker is above
+ * it, so its next value starts above everything it gave. A marker set
+ * before the COMMIT could outlive a rolled-back transaction (MEMORY is not
+ * transactional) and hand out an epoch that the next crash gives again.
+ *
+ * The crash semantics this relies on (MariaDB 10.11, MySQL 8): the MEMORY
+ * engine keeps rows in the server's memory only and writes no redo or
+ * undo; at the first open after a restart the table is empty. An InnoDB
+ * COMMIT is on disk when it returns with innodb_flush_log_at_trx_commit=1
+ * (the default); with 2 it survives a crash of the server but not of the
+ * machine, with 0 neither, and then the durable epoch, like any commit,
+ * can go back (the old durable counter had the same dependence, on every
+ * acquire). With the binary log on (log_bin), MEMORY writes are logged
+ * too, and sync_binlog=1 then flushes the binlog once per token: a flush
+ * per acquire again, though not InnoDB's. Tokens are not kept across a
+ * failover to a replica: its counters and epoch lag the primary's.
+ *
+ * Tokens from before this scheme (the durable counters of <table>_fence,
+ * no longer used) are far below 1 << 40, so epoch >= 1 puts every new
+ * token above them; an old client beside a new one on the same name would
+ * hand out smaller tokens, so upgrade every client of a name together.
+ *
+ * The statements autocommit, but for_update bumps inside the lock's
+ * transaction: MEMORY changes are not rolled back, so a token handed out
+ * stays handed out even when the lock is lost before it is released. What
+ * commits goes over a side connection of the client's (x->fence, under
+ * x->mu), since a COMMIT on the lock's connection would release the lock:
+ * the epoch's transaction, and the CREATE TABLEs of tables found missing
+ * (implicit commits). The tables are created with the mode's others, on
+ * first use. (So <table>_fmem must stay MEMORY: made InnoDB by hand it
+ * would cost a flush again, and a rolled-back for_update transaction
+ * would take its bump back.)
+ *
+ * Divisions: the tables and statements; the epoch; bump and peek.
  */
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "my.h"
 
-#define MY_FENCE_OWNER_COLUMN                                              \
-    " owner VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL"    \
-    " DEFAULT '' COMMENT 'client uuid:handle serial that took the token'"
+/* The counter's bits; the epoch has the rest but one, so a token fits a
+ * signed 64-bit column too. */
+#define MY_COUNTER_BITS 40
+#define MY_EPOCH_MAX ((UINT64_C(1) << (63 - MY_COUNTER_BITS)) - 1)
+/* Epoch changes one acquire may run into before it gives up. */
+#define MY_EPOCH_TRIES 4
+/* The marker's key: all zero, which no SHA-256 of a name is. */
+#define MY_MARKER "REPEAT(X'00', 32)"
 
-/* ---- the table and statements -------------------------------------------- */
+/* ---- the tables and statements ------------------------------------------- */
 
 const char dlock__my_fence_ddl[] =
-    "CREATE TABLE IF NOT EXISTS `%s_fence` ("
-    " lock_key BINARY(32) NOT NULL COMMENT 'SHA-256 of namespace || name',"
-    " fence BIGINT UNSIGNED NOT NULL COMMENT 'the last token handed out',"
-    MY_FENCE_OWNER_COLUMN ","
+    "CREATE TABLE IF NOT EXISTS `%s_fmem` ("
+    " lock_key BINARY(32) NOT NULL COMMENT 'SHA-256 of namespace || name;"
+    " all zero: the marker',"
+    " fence BIGINT UNSIGNED NOT NULL COMMENT 'the last token handed out"
+    " (epoch << 40 | counter); the marker: the epoch in use',"
+    " owner VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL"
+    " DEFAULT '' COMMENT 'client uuid:handle serial that took the token',"
     " PRIMARY KEY (lock_key)"
-    ") ENGINE=InnoDB";
+    ") ENGINE=MEMORY";
 
-/* A table from before the column: run when a statement names a column the
- * table lacks (conn.c), and after the CREATE, where it fails as a
- * duplicate, which conn.c ignores (MySQL has no ADD COLUMN IF NOT
- * EXISTS). */
-const char dlock__my_fence_owner_ddl[] =
-    "ALTER TABLE `%s_fence` ADD COLUMN" MY_FENCE_OWNER_COLUMN;
+const char dlock__my_epoch_ddl[] =
+    "CREATE TABLE IF NOT EXISTS `%s_epoch` ("
+    " id TINYINT UNSIGNED NOT NULL COMMENT 'always 1',"
+    " epoch BIGINT UNSIGNED NOT NULL COMMENT 'the last epoch of the"
+    " tokens (fence.c): never lower it, never drop this table',"
+    " PRIMARY KEY (id)"
+    ") ENGINE=InnoDB";
 
 static const struct dlock__my_stmt fence_bump = {
     MY_SLOT_FENCE,
-    "INSERT INTO `%s_fence` (lock_key, fence, owner) VALUES (?, "
-    "LAST_INSERT_ID(1), ?) ON DUPLICATE KEY UPDATE "
-    "fence = LAST_INSERT_ID(fence + 1), owner = VALUES(owner)"};
+    "INSERT INTO `%1$s_fmem` (lock_key, fence, owner) "
+    "SELECT ?, LAST_INSERT_ID(m.fence << 40 | 1), ? FROM `%1$s_fmem` m "
+    "WHERE m.lock_key = " MY_MARKER " ON DUPLICATE KEY UPDATE "
+    "fence = IF(`%1$s_fmem`.fence >= VALUES(fence) | 0xFFFFFFFFFF, "
+    "`%1$s_fmem`.fence + LAST_INSERT_ID(0), "
+    "LAST_INSERT_ID(GREATEST(`%1$s_fmem`.fence + 1, VALUES(fence)))), "
+    "owner = VALUES(owner)"};
 
 static const struct dlock__my_stmt fence_peek = {
     MY_SLOT_FENCE_PEEK,
-    "SELECT fence, owner FROM `%s_fence` WHERE lock_key = ?"};
+    "SELECT fence, owner FROM `%s_fmem` WHERE lock_key = ?"};
+
+/* ---- the epoch ----------------------------------------------------------- */
+
+/* Run one statement of the epoch's (printf-style: the table, then
+ * numbers; nothing from a user). With v, read its one row's first column:
+ * *v, 0 if there is no row or it is NULL. 0 or an error number. */
+static unsigned epoch_sql(struct dlock__my_conn *c, uint64_t *v,
+                          const char *fmt, ...)
+{
+    char q[512];
+    va_list ap;
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(q, sizeof q, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof q)
+        return dlock__my_note(c, CR_UNKNOWN_ERROR,
+                              "an epoch statement is too long");
+    if (mysql_real_query(c->db, q, (unsigned long)n) != 0)
+        return dlock__my_db_note(c);
+    res = mysql_store_result(c->db);
+    if (v == NULL) {
+        mysql_free_result(res);
+        return 0;
+    }
+    if (res == NULL)
+        return dlock__my_db_note(c);
+    row = mysql_fetch_row(res);
+    *v = row != NULL && row[0] != NULL ? strtoull(row[0], NULL, 10) : 0;
+    mysql_free_result(res);
+    return 0;
+}
+
+/* Steps 1-3 of the header: the epoch to use now, in *out (committed). */
+static unsigned epoch_next(struct dlock__my_conn *c, uint64_t *out)
+{
+    const char *t = c->x->table;
+    uint64_t seen, d0, d1, m;
+    unsigned e;
+
+    *out = 0;
+    if ((e = epoch_sql(c, &seen,
+                       "SELECT fence FROM `%s_fmem` WHERE lock_key = "
+                       MY_MARKER, t)) != 0 ||
+        (e = epoch_sql(c, NULL,
+                       "INSERT IGNORE INTO `%s_epoch` (id, epoch) "
+                       "VALUES (1, 0)", t)) != 0 ||
+        (e = epoch_sql(c, &d0, "SELECT epoch FROM `%s_epoch` WHERE id = 1",
+                       t)) != 0 ||
+        (e = epoch_sql(c, NULL, "START TRANSACTION")) != 0)
+        return e;
+    if ((e = epoch_sql(c, &d1,
+                       "SELECT epoch FROM `%s_epoch` WHERE id = 1 FOR UPDATE",
+                       t)) != 0 ||
+        (e = epoch_sql(c, &m,
+                       "SELECT fence FROM `%s_fmem` WHERE lock_key = "
+                       MY_MARKER, t)) != 0)
+        goto rollback;
+    if (m != seen || d1 > d0) {
+        /* Moved by someone else: their marker, or their epoch. */
+        *out = m != seen ? 0 : d1;
+        goto rollback;
+    }
+    if (d1 >= MY_EPOCH_MAX) {
+        e = dlock__my_note(c, CR_UNKNOWN_ERROR,
+                           "the fence epoch is used up (table _epoch)");
+        goto rollback;
+    }
+    if ((e = epoch_sql(c, NULL,
+                       "UPDATE `%s_epoch` SET epoch = %" PRIu64
+                       " WHERE id = 1", t, d1 + 1)) != 0)
+        goto rollback;
+    if (mysql_commit(c->db) != 0)
+        return dlock__my_db_note(c);
+    *out = d1 + 1;
+    return 0;
+rollback:
+    mysql_rollback(c->db);
+    return e;
+}
+
+/* The marker up to epoch (never down): 0 or an error number. An UPDATE
+ * needs no room in a full table; an INSERT (no marker yet) may not find
+ * any, and then says ER_RECORD_FILE_FULL. */
+static unsigned marker_set(struct dlock__my_conn *c, uint64_t epoch)
+{
+    const char *t = c->x->table;
+    unsigned e;
+
+    if ((e = epoch_sql(c, NULL,
+                       "UPDATE `%s_fmem` SET fence = GREATEST(fence, %" PRIu64
+                       ") WHERE lock_key = " MY_MARKER, t, epoch)) != 0 ||
+        mysql_affected_rows(c->db) > 0)
+        return e;
+    return epoch_sql(c, NULL,
+                     "INSERT INTO `%s_fmem` (lock_key, fence) VALUES ("
+                     MY_MARKER ", %" PRIu64 ") ON DUPLICATE KEY UPDATE "
+                     "fence = GREATEST(fence, VALUES(fence))", t, epoch);
+}
+
+/*
+ * Move the counters to a new epoch (the header's steps), on c, which is
+ * in no transaction. full: the table is full, so the counters below the
+ * marker's epoch go, in one statement that reads the marker itself (a
+ * counter below it starts above its old value at its next bump, whatever
+ * happens meanwhile). Afterwards the bump is tried again, also when
+ * someone else did the moving.
+ */
+static unsigned fence_epoch(struct dlock__my_conn *c, bool full)
+{
+    uint64_t epoch;
+    unsigned e;
+
+    if ((e = epoch_next(c, &epoch)) != 0 || epoch == 0)
+        return e;
+    if ((e = marker_set(c, epoch)) != 0 || !full)
+        return e;
+    return epoch_sql(c, NULL,
+                     "DELETE FROM `%1$s_fmem` WHERE lock_key <> " MY_MARKER
+                     " AND fence < (SELECT f FROM (SELECT fence << 40 AS f"
+                     " FROM `%1$s_fmem` WHERE lock_key = " MY_MARKER ") m)",
+                     c->x->table);
+}
+
+/* What goes over the side connection: what commits. */
+enum fence_side_job { SIDE_EPOCH, SIDE_EPOCH_FULL, SIDE_TABLES };
+
+/* job over x's side connection, for c in a transaction; an error is
+ * reported on c, which stays as it was. */
+static unsigned fence_side(struct dlock__my_conn *c, struct dlock__my_ctx *x,
+                           enum fence_side_job job)
+{
+    struct dlock__my_conn *s = &x->fence;
+    unsigned e = 0;
+
+    pthread_mutex_lock(&x->mu);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (x->fence_open && s->broken) {
+            dlock__my_conn_close(s);
+            x->fence_open = false;
+        }
+        if (!x->fence_open) {
+            if ((e = dlock__my_connect(s, x, false)) != 0)
+                break;
+            x->fence_open = true;
+        }
+        e = job == SIDE_TABLES ? dlock__my_create_tables(s)
+                               : fence_epoch(s, job == SIDE_EPOCH_FULL);
+        if (e == 0 || !s->broken)
+            break;
+    }
+    if (e != 0) {
+        bool broken = c->broken;
+        dlock__my_note(c, e, s->msg);
+        c->broken = broken;
+    }
+    pthread_mutex_unlock(&x->mu);
+    return e;
+}
+
+void dlock__my_fence_side_close(struct dlock__my_ctx *x)
+{
+    if (x->fence_open)
+        dlock__my_conn_close(&x->fence);
+    x->fence_open = false;
+}
 
 /* ---- bump and peek ------------------------------------------------------- */
 
-/*
- * With LAST_INSERT_ID(expr), insert_id is expr. The caller holds the lock,
- * so only a cross-mode user of the same name could contend on the row; a
- * deadlock there is retried.
- */
-unsigned dlock__my_fence(struct dlock__my_conn *c,
+unsigned dlock__my_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
                          const uint8_t key[MY_KEY_LEN], const char *owner,
                          size_t owner_len, uint64_t *out)
 {
@@ -68,18 +320,36 @@ unsigned dlock__my_fence(struct dlock__my_conn *c,
 
     dlock__my_bind_blob(&p[0], key, MY_KEY_LEN);
     dlock__my_bind_text(&p[1], owner, owner_len);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < MY_EPOCH_TRIES; i++) {
+        bool full;
+
+        c->no_ddl = side != NULL;
         e = dlock__my_exec(c, &fence_bump, p);
-        if (e != ER_LOCK_DEADLOCK && e != ER_LOCK_WAIT_TIMEOUT)
-            break;
+        c->no_ddl = false;
+        if (e == 0 &&
+            (*out = (uint64_t)mysql_stmt_insert_id(c->st[fence_bump.slot])) !=
+                0)
+            return 0;
+        /* A table missing where c may not make it: a CREATE TABLE would
+         * commit c's transaction, and the lock with it. */
+        if (side != NULL && dlock__my_missing(e)) {
+            if ((e = fence_side(c, side, SIDE_TABLES)) != 0)
+                return e;
+            continue;
+        }
+        if (e != 0 && e != ER_RECORD_FILE_FULL)
+            return e;
+        /* No marker, the counter used up, or the table full. */
+        full = e != 0;
+        e = side != NULL ? fence_side(c, side, full ? SIDE_EPOCH_FULL
+                                                     : SIDE_EPOCH)
+                         : fence_epoch(c, full);
+        if (e != 0)
+            return e;
     }
-    if (e != 0)
-        return e;
-    *out = (uint64_t)mysql_stmt_insert_id(c->st[fence_bump.slot]);
-    if (*out == 0)
-        return dlock__my_note(c, CR_UNKNOWN_ERROR,
-                              "the fence upsert returned no token");
-    return 0;
+    return dlock__my_note(c, CR_UNKNOWN_ERROR,
+                          "no fence after moving to a new epoch "
+                          "repeatedly (table _fmem full or cleared?)");
 }
 
 unsigned dlock__my_fence_prepare(struct dlock__my_conn *c)

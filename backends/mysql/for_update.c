@@ -8,16 +8,17 @@
  * (autocommit off) at READ COMMITTED: no gap locks, no stale snapshot
  * between statements.
  *
- * The fence is bumped over a second connection, one per client, that
- * autocommits: inside the lock's transaction a rollback (a killed
- * connection, a server restart) would undo the bump and give the next
- * holder the same token.
+ * The fence is bumped on the lock's connection, inside its transaction:
+ * the counters are a MEMORY table, which a rollback (a killed connection)
+ * does not undo, and a restart empties under a new epoch (fence.c). Only
+ * a move to a new epoch, which commits, goes over a second connection,
+ * one per client.
  *
  * What it shares with get_lock (the silence limit, renewal by ping) is
  * bound.c's; the raw floor of this mode is floor.c's.
  *
- * Divisions: the table and statements; the fence's side connection;
- * acquire; release; inspect; the mode.
+ * Divisions: the table and statements; the fence; acquire; release;
+ * inspect; the mode.
  */
 #include <stdio.h>
 
@@ -35,7 +36,8 @@ static const char fu_ddl_rows[] =
     ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
 
 static const char *const fu_ddl[] = {fu_ddl_rows, dlock__my_fence_ddl,
-                                     dlock__my_fence_owner_ddl, NULL};
+                                     dlock__my_epoch_ddl,
+                                     dlock__my_latch_ddl, NULL};
 
 /* Each lock connection's first statements. A lock wait of 0 is NOWAIT on
  * MariaDB; MySQL raises it to its minimum, 1 s. */
@@ -80,58 +82,20 @@ static const struct dlock__my_stmt fu_row_create = {
     FU_ROW_CREATE,
     "INSERT IGNORE INTO `%s_rows` (lock_key, name) VALUES (?, ?)"};
 
-/* ---- the fence's side connection ----------------------------------------- */
+/* ---- the fence ---------------------------------------------------------- */
 
-/*
- * The fence goes over the client's own autocommitted connection (x->fence,
- * opened on first use, under x->mu): on the lock's connection it would be
- * part of the lock's transaction, and a rollback (connection killed,
- * server restarted) would hand the same token to the next holder.
- */
+/* With the row locked, in its transaction. A reader does not name
+ * itself: the counter row names an exclusive holder. A missing table is
+ * made over the side connection: a CREATE TABLE here would commit, and
+ * let the lock go. */
 static unsigned fu_fence(struct dlock__my_session *ms,
                          const struct dlock_request *req,
                          const uint8_t key[MY_KEY_LEN], uint64_t *out)
 {
-    struct dlock__my_ctx *x = ms->x;
     bool shared = req->kind == DLOCK_KIND_SHARED;
-    unsigned e = 0;
 
-    pthread_mutex_lock(&x->mu);
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if (x->fence_open && x->fence.broken) {
-            dlock__my_conn_close(&x->fence);
-            x->fence_open = false;
-        }
-        if (!x->fence_open) {
-            if ((e = dlock__my_connect(&x->fence, x, false)) != 0)
-                break;
-            x->fence_open = true;
-        }
-        /* A reply lost with the connection may have bumped it already:
-         * once more skips a token, which fencing allows. A reader does
-         * not name itself: the row names an exclusive holder. */
-        if ((e = dlock__my_fence(&x->fence, key, shared ? "" : req->owner,
-                                 shared ? 0 : req->owner_len, out)) == 0 ||
-            !x->fence.broken)
-            break;
-    }
-    if (e != 0) {
-        /* Report it through the session; the lock's own connection is
-         * fine, so it is not marked broken. */
-        bool broken = ms->conn.broken;
-        dlock__my_note(&ms->conn, e, x->fence.msg);
-        ms->conn.broken = broken;
-    }
-    pthread_mutex_unlock(&x->mu);
-    return e;
-}
-
-/* The mode's ctx_close: the side connection goes with the client. */
-static void fu_ctx_close(struct dlock__my_ctx *x)
-{
-    if (x->fence_open)
-        dlock__my_conn_close(&x->fence);
-    x->fence_open = false;
+    return dlock__my_fence(&ms->conn, ms->x, key, shared ? "" : req->owner,
+                           shared ? 0 : req->owner_len, out);
 }
 
 /* ---- acquire ------------------------------------------------------------- */
@@ -372,7 +336,7 @@ const struct dlock__my_mode dlock__my_mode_for_update = {
                        "name's row: one connection per held lock",
             .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
                     DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT |
-                    DLOCK_CAP_SHARED | DLOCK_CAP_FENCING,
+                    DLOCK_CAP_SHARED | DLOCK_CAP_FENCING | DLOCK_CAP_LATCH,
             .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
                      DLOCK_KIND_BIT(DLOCK_KIND_SHARED),
             .retry_min_ms = 1,
@@ -382,8 +346,11 @@ const struct dlock__my_mode dlock__my_mode_for_update = {
             .release = fu_release,
             .inspect = fu_inspect,
             .floor = fu_floor,
+            .fence_floor = dlock__my_fence_floor,
+            .forget = dlock__my_forget,
+            .latch = &dlock__my_latch,
         },
     .ddl = fu_ddl,
     .init = fu_init,
-    .ctx_close = fu_ctx_close,
+    .ctx_close = dlock__my_fence_side_close,
 };

@@ -6,10 +6,15 @@
  * waits for us, with fractional-second timeouts on MariaDB. The name the
  * server sees is keys.c's (the name itself when short, else a hash).
  *
+ * Counting semaphores: a semaphore of N permits is N named locks, its
+ * slots, and a permit is one slot held (the design is under "permits"
+ * below).
+ *
  * What it shares with for_update (the silence limit, renewal by ping) is
  * bound.c's; the raw floor of this mode is floor.c's.
  *
- * Divisions: statements; acquire; release; inspect; the mode.
+ * Divisions: statements; names and waits; permits; acquire; release;
+ * inspect; the mode.
  */
 #include <stdio.h>
 
@@ -17,17 +22,22 @@
 
 /* A native wait ends this long before the read timeout would. */
 #define MY_WAIT_MARGIN_MS 500
+/* Permit slots one statement tries (or inspect counts). */
+#define GL_TRY 32
 
 /* ---- statements ---------------------------------------------------------- */
 
-/* No table but the fences'. */
+/* No table but the fences' (and the latches'). */
 static const char *const gl_ddl[] = {dlock__my_fence_ddl,
-                                     dlock__my_fence_owner_ddl, NULL};
+                                     dlock__my_epoch_ddl,
+                                     dlock__my_latch_ddl, NULL};
 
 enum {
     GL_GET_LOCK = MY_SLOT_MODE,
     GL_RELEASE_LOCK,
     GL_IS_USED_LOCK,
+    GL_PERMIT_TRY,
+    GL_PERMIT_COUNT,
     GL_SLOTS
 };
 _Static_assert(GL_SLOTS <= MY_SLOTS, "get_lock: too many statements");
@@ -41,6 +51,21 @@ static const struct dlock__my_stmt gl_release_lock = {
 /* The holder's connection id, or NULL. */
 static const struct dlock__my_stmt gl_is_used_lock = {
     GL_IS_USED_LOCK, "SELECT IS_USED_LOCK(?)"};
+
+/* Permits: the first of GL_TRY slot names that GET_LOCK(slot, 0) grants,
+ * by its position, or -1; why it never takes two is under "permits". */
+#define GL_W(i) " WHEN GET_LOCK(?, 0) = 1 THEN " #i
+#define GL_W4(a, b, c, d) GL_W(a) GL_W(b) GL_W(c) GL_W(d)
+static const struct dlock__my_stmt gl_permit_try = {
+    GL_PERMIT_TRY,
+    "SELECT CASE" GL_W4(0, 1, 2, 3) GL_W4(4, 5, 6, 7) GL_W4(8, 9, 10, 11)
+        GL_W4(12, 13, 14, 15) GL_W4(16, 17, 18, 19) GL_W4(20, 21, 22, 23)
+            GL_W4(24, 25, 26, 27) GL_W4(28, 29, 30, 31) " ELSE -1 END"};
+/* Inspect: how many of GL_TRY slot names are held. */
+#define GL_U " + (IS_USED_LOCK(?) IS NOT NULL)"
+#define GL_U8 GL_U GL_U GL_U GL_U GL_U GL_U GL_U GL_U
+static const struct dlock__my_stmt gl_permit_count = {
+    GL_PERMIT_COUNT, "SELECT 0" GL_U8 GL_U8 GL_U8 GL_U8};
 
 /* Run one of them on GET_LOCK name ul; *v is its value, *null if NULL. */
 static unsigned gl_call(struct dlock__my_conn *c,
@@ -57,53 +82,58 @@ static unsigned gl_call(struct dlock__my_conn *c,
     return dlock__my_select_i64(c, q, p, v, null, &found);
 }
 
-/* The key of a name (for its fence) and its GET_LOCK name, whose length
- * it returns. */
-static size_t gl_name(const struct dlock__my_session *ms, const char *name,
-                      size_t len, uint8_t key[MY_KEY_LEN],
-                      char ul[MY_ULOCK_BUF])
+/* ---- names and waits ----------------------------------------------------- */
+
+/* The key of a name (for its fence) and the GET_LOCK name of the lock, or
+ * of the permit slot when req is a permit's; returns the name's length. */
+static size_t gl_name(const struct dlock__my_session *ms,
+                      const struct dlock_request *req, unsigned slot,
+                      uint8_t key[MY_KEY_LEN], char ul[MY_ULOCK_BUF])
 {
-    dlock__my_key(ms->x, name, len, key);
-    return dlock__my_ulock_name(ms->x, name, len, key, ul);
+    dlock__my_key(ms->x, req->name, req->name_len, key);
+    if (req->kind == DLOCK_KIND_PERMIT)
+        return dlock__my_slot_name(ms->x, req->name, req->name_len, key,
+                                   slot, ul);
+    return dlock__my_ulock_name(ms->x, req->name, req->name_len, key, ul);
 }
 
-/* ---- acquire ------------------------------------------------------------- */
-
-static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
-                      int64_t deadline_ms, struct dlock_grant *grant,
-                      uint32_t *retry_ms)
+/* How long one server-side wait may last, in seconds, until deadline_ms
+ * and at most cap_ms: each wait must end before the read timeout gives up
+ * on the connection. 0 for a single attempt. */
+static double gl_wait_s(const struct dlock__my_session *ms,
+                        int64_t deadline_ms, int64_t cap_ms)
 {
-    struct dlock__my_session *ms = (struct dlock__my_session *)s;
+    int64_t left;
+
+    if (deadline_ms == 0)
+        return 0;
+    left = deadline_ms - dlock_now_ms();
+    if (cap_ms > ms->x->io_ms - MY_WAIT_MARGIN_MS)
+        cap_ms = ms->x->io_ms - MY_WAIT_MARGIN_MS;
+    if (left > cap_ms)
+        left = cap_ms;
+    return left > 0 ? (double)left / 1000.0 : 0;
+}
+
+/* GET_LOCK(ul, wait_s), cancellable [B-CANCEL-1]: DLOCK_OK with *got, or
+ * the code to return (reported). */
+static int gl_wait(struct dlock__my_session *ms, const char *ul,
+                   size_t ul_len, double wait_s, bool *got)
+{
     struct dlock__my_conn *c = &ms->conn;
-    uint8_t key[MY_KEY_LEN];
-    char ul[MY_ULOCK_BUF];
-    size_t ul_len;
-    double wait_s = 0;
     struct dlock__my_kill kill;
     long long v;
     my_flag null;
     unsigned e;
-    int rc;
 
-    if ((rc = dlock__my_bound_begin(ms, req)) != DLOCK_OK)
-        return rc;
-    ul_len = gl_name(ms, req->name, req->name_len, key, ul);
-    /* The server waits for us, in fractions of a second, but each wait
-     * must end before the read timeout gives up on the connection. */
-    if (deadline_ms != 0) {
-        int64_t left = deadline_ms - dlock_now_ms();
-        int64_t cap = ms->x->io_ms - MY_WAIT_MARGIN_MS;
-        if (left > cap)
-            left = cap;
-        wait_s = left > 0 ? (double)left / 1000.0 : 0;
-    }
     dlock__my_kill_arm(&kill, ms);
     e = gl_call(c, &gl_get_lock, ul, ul_len, &wait_s, &v, &null);
     if (dlock__my_kill_disarm(&kill)) {
-        /* Cancelled [B-CANCEL-1]: granted or not, let go of the name
-         * (RELEASE_LOCK frees it only if this connection holds it). */
+        /* Cancelled: granted or not, let go of the name (RELEASE_LOCK
+         * frees it only if this connection holds it). */
         gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null);
-        return dlock_session_error(s, dlock_session_cancelled(s),
+        return dlock_session_error(&ms->base,
+                                   dlock_session_cancelled(&ms->base),
                                    "GET_LOCK: cancelled");
     }
     if (e != 0)
@@ -113,10 +143,23 @@ static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
                                    "GET_LOCK returned NULL (the wait was "
                                    "killed, or the server ran out of "
                                    "memory)");
-    if (v != 1)
-        return dlock__my_busy(deadline_ms, wait_s > 0, retry_ms);
-    if (dlock__my_fence(c, key, req->owner, req->owner_len, &grant->fence) !=
-        0) {
+    *got = v == 1;
+    return DLOCK_OK;
+}
+
+/* The name ul is held: take its fence, or let go of it. */
+static int gl_fenced(struct dlock__my_session *ms,
+                     const struct dlock_request *req,
+                     const uint8_t key[MY_KEY_LEN], const char *ul,
+                     size_t ul_len, struct dlock_grant *grant)
+{
+    struct dlock__my_conn *c = &ms->conn;
+    long long v;
+    my_flag null;
+    int rc;
+
+    if (dlock__my_fence(c, NULL, key, req->owner, req->owner_len,
+                        &grant->fence) != 0) {
         rc = dlock__my_fail(ms, c, "fence");
         if (!c->broken)
             gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null);
@@ -124,6 +167,153 @@ static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
     }
     ms->ngrants++;
     return DLOCK_OK;
+}
+
+/* ---- permits ------------------------------------------------------------- */
+
+/*
+ * A semaphore of N permits is N named locks, its slots 0..N-1 (keys.c's
+ * dlock__my_slot_name: "dlock:<i>#<name>", or a hash for long names), and
+ * a permit is one slot held by the connection that took it. So a permit
+ * is exactly a lock of this mode: it dies with its connection (a SIGKILLed
+ * holder's permit is back when the server sees the socket close, or after
+ * wait_timeout for a silent one), one ping renews it, RELEASE_LOCK gives
+ * it back, and grant->word[0] remembers the slot. At most N holders,
+ * because each slot has at most one holding connection and each grant
+ * holds exactly one slot:
+ *
+ * - Acquire tries GL_TRY slots in one statement,
+ *       SELECT CASE WHEN GET_LOCK(s0, 0) = 1 THEN 0
+ *                   WHEN GET_LOCK(s1, 0) = 1 THEN 1 ... ELSE -1 END
+ *   A searched CASE evaluates its conditions in order and stops at the
+ *   first true one (MariaDB's Item_func_case_searched::find_item and
+ *   MySQL's Item_func_case::find_item are that loop; GET_LOCK is never
+ *   constant-folded), so once a GET_LOCK grants, no later one runs: one
+ *   statement takes one slot at most (mysql/permits checks it from another
+ *   connection with IS_USED_LOCK). Positions beyond N repeat slots refused
+ *   earlier in the statement, which can take at most that one again. An
+ *   error of the statement comes before any grant (a name is never too
+ *   long or empty, a wait of 0 never deadlocks) or breaks the connection;
+ *   on a live one the slots tried are released anyway.
+ * - The connection holds no slot of the name already: a second GET_LOCK
+ *   of a held name would succeed and count it twice, but core never asks
+ *   for a name on a connection that holds it for another handle, so two
+ *   permit handles of one client take two connections [B-PIN-1].
+ *
+ * The tries start at a random slot, so contenders spread over the slots
+ * instead of all hitting slot 0 first; N > GL_TRY takes N/GL_TRY round
+ * trips when all are held.
+ *
+ * Waiting: the server waits on one name per statement. A waiter that
+ * found every slot held waits GET_LOCK(slot, t) on the random start slot
+ * for at most the slice (MY_SLICE_MS, or the URI's retry_max=;
+ * cancellable like a lock's wait), then tries all slots again: a permit given back on its slot is handed over at once, one
+ * given back on another after the slice at most (docs/backends/mysql.md,
+ * "Semaphores", has what was measured). Core's backoff would poll; this
+ * costs two short statements per slice per waiter and no more.
+ *
+ * The count is not stored: N is each request's own, so clients using
+ * different counts for one name are not detected (the one with the
+ * larger count may take slots the other does not know of).
+ */
+
+/* Try slots first, first+1, ... (mod n), GL_TRY of them, in one
+ * statement: *slot is the one taken, or n. 0 or an error number. */
+static unsigned gl_permit_round(struct dlock__my_session *ms,
+                              const struct dlock_request *req,
+                              const uint8_t key[MY_KEY_LEN], unsigned first,
+                              unsigned *slot)
+{
+    struct dlock__my_conn *c = &ms->conn;
+    const unsigned n = req->permits;
+    char ul[GL_TRY][MY_ULOCK_BUF];
+    size_t len[GL_TRY];
+    unsigned order[GL_TRY];
+    MYSQL_BIND p[GL_TRY];
+    long long v;
+    my_flag null;
+    bool found;
+    unsigned e;
+
+    for (unsigned j = 0; j < GL_TRY; j++) {
+        order[j] = (first + j) % n;
+        len[j] = dlock__my_slot_name(ms->x, req->name, req->name_len, key,
+                                     order[j], ul[j]);
+        dlock__my_bind_text(&p[j], ul[j], len[j]);
+    }
+    *slot = n;
+    e = dlock__my_select_i64(c, &gl_permit_try, p, &v, &null, &found);
+    if (e != 0) {
+        for (unsigned j = 0; j < GL_TRY && !c->broken; j++)
+            gl_call(c, &gl_release_lock, ul[j], len[j], NULL, &v, &null);
+        return e;
+    }
+    if (found && !null && v >= 0 && v < GL_TRY)
+        *slot = order[v];
+    return 0;
+}
+
+static int gl_permit_acquire(struct dlock__my_session *ms,
+                             const struct dlock_request *req,
+                             int64_t deadline_ms, struct dlock_grant *grant,
+                             uint32_t *retry_ms)
+{
+    const unsigned n = req->permits;
+    uint8_t key[MY_KEY_LEN];
+    char ul[MY_ULOCK_BUF];
+    size_t ul_len;
+    unsigned start, slot = n;
+    double wait_s;
+    bool got = false;
+    int rc;
+
+    start = dlock__my_first_slot(req);
+    dlock__my_key(ms->x, req->name, req->name_len, key);
+    for (unsigned base = 0; base < n && slot == n; base += GL_TRY)
+        if (gl_permit_round(ms, req, key, (start + base) % n, &slot) != 0)
+            return dlock__my_fail(ms, &ms->conn, "GET_LOCK of a permit");
+    if (slot == n) {
+        if (deadline_ms == 0)
+            return DLOCK_EBUSY;
+        slot = start;
+        ul_len = gl_name(ms, req, slot, key, ul);
+        wait_s = gl_wait_s(ms, deadline_ms, ms->x->slice_ms);
+        if ((rc = gl_wait(ms, ul, ul_len, wait_s, &got)) != DLOCK_OK)
+            return rc;
+        if (!got)
+            return dlock__my_busy(deadline_ms, true, retry_ms);
+    }
+    ul_len = gl_name(ms, req, slot, key, ul);
+    grant->word[0] = slot;
+    return gl_fenced(ms, req, key, ul, ul_len, grant);
+}
+
+/* ---- acquire ------------------------------------------------------------- */
+
+static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
+                      int64_t deadline_ms, struct dlock_grant *grant,
+                      uint32_t *retry_ms)
+{
+    struct dlock__my_session *ms = (struct dlock__my_session *)s;
+    uint8_t key[MY_KEY_LEN];
+    char ul[MY_ULOCK_BUF];
+    size_t ul_len;
+    double wait_s;
+    bool got = false;
+    int rc;
+
+    if ((rc = dlock__my_bound_begin(ms, req)) != DLOCK_OK)
+        return rc;
+    if (req->kind == DLOCK_KIND_PERMIT)
+        return gl_permit_acquire(ms, req, deadline_ms, grant, retry_ms);
+    ul_len = gl_name(ms, req, 0, key, ul);
+    /* The server waits for us, in fractions of a second. */
+    wait_s = gl_wait_s(ms, deadline_ms, INT64_MAX);
+    if ((rc = gl_wait(ms, ul, ul_len, wait_s, &got)) != DLOCK_OK)
+        return rc;
+    if (!got)
+        return dlock__my_busy(deadline_ms, wait_s > 0, retry_ms);
+    return gl_fenced(ms, req, key, ul, ul_len, grant);
 }
 
 /* ---- release ------------------------------------------------------------- */
@@ -139,7 +329,6 @@ static int gl_release(struct dlock_session *s, const struct dlock_request *req,
     long long v;
     my_flag null;
 
-    (void)grant;
     if (ms->ngrants > 0)
         ms->ngrants--;
     if (c->broken)
@@ -147,7 +336,7 @@ static int gl_release(struct dlock_session *s, const struct dlock_request *req,
                                    "the connection holding the lock is "
                                    "gone: %s",
                                    c->msg);
-    ul_len = gl_name(ms, req->name, req->name_len, key, ul);
+    ul_len = gl_name(ms, req, (unsigned)grant->word[0], key, ul);
     if (gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null) != 0)
         return dlock__my_fail(ms, c, "RELEASE_LOCK");
     if (null || v != 1)
@@ -160,6 +349,41 @@ static int gl_release(struct dlock_session *s, const struct dlock_request *req,
 
 /* ---- inspect ------------------------------------------------------------- */
 
+/* How many permit slots of the name are held, any count: all
+ * DLOCK_PERMITS_MAX slots, GL_TRY per round trip. */
+static unsigned gl_permits_held(struct dlock__my_session *ms,
+                                const char *name, size_t len,
+                                const uint8_t key[MY_KEY_LEN],
+                                long long *held)
+{
+    char ul[GL_TRY][MY_ULOCK_BUF];
+    MYSQL_BIND p[GL_TRY];
+    long long v;
+    my_flag null;
+    bool found;
+    unsigned e;
+
+    *held = 0;
+    for (unsigned base = 0; base < DLOCK_PERMITS_MAX; base += GL_TRY) {
+        for (unsigned j = 0; j < GL_TRY; j++)
+            dlock__my_bind_text(&p[j], ul[j],
+                                dlock__my_slot_name(ms->x, name, len, key,
+                                                    base + j, ul[j]));
+        e = dlock__my_select_i64(&ms->conn, &gl_permit_count, p, &v, &null,
+                                 &found);
+        if (e != 0)
+            return e;
+        *held += found && !null ? v : 0;
+    }
+    return 0;
+}
+
+/*
+ * A lock: its holder. A name free as a lock that has handed out fences
+ * may be a semaphore's: held when any of its permit slots is (the count
+ * is not stored, so all DLOCK_PERMITS_MAX are looked at); the owner is
+ * then unknown, the fence the last of any permit.
+ */
 static int gl_inspect(struct dlock_session *s, const char *name, size_t len,
                       dlock_state *out)
 {
@@ -168,12 +392,13 @@ static int gl_inspect(struct dlock_session *s, const char *name, size_t len,
     uint8_t key[MY_KEY_LEN];
     char ul[MY_ULOCK_BUF];
     size_t ul_len;
-    long long id;
+    long long id, permits = 0;
     my_flag null;
 
     if (c->broken)
         return dlock__my_broken(ms);
-    ul_len = gl_name(ms, name, len, key, ul);
+    dlock__my_key(ms->x, name, len, key);
+    ul_len = dlock__my_ulock_name(ms->x, name, len, key, ul);
     if (gl_call(c, &gl_is_used_lock, ul, ul_len, NULL, &id, &null) != 0)
         return dlock__my_fail(ms, c, "inspect");
     out->held = !null;
@@ -182,6 +407,11 @@ static int gl_inspect(struct dlock_session *s, const char *name, size_t len,
     if (dlock__my_fence_peek(c, key, &out->fence, out->owner,
                              out->held ? sizeof out->owner : 0) != 0)
         return dlock__my_fail(ms, c, "inspect fence");
+    if (out->held || out->fence == 0)
+        return DLOCK_OK;
+    if (gl_permits_held(ms, name, len, key, &permits) != 0)
+        return dlock__my_fail(ms, c, "inspect permits");
+    out->held = permits > 0;
     return DLOCK_OK;
 }
 
@@ -205,8 +435,10 @@ const struct dlock__my_mode dlock__my_mode_get_lock = {
                        "RELEASE_LOCK: many per connection",
             .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
                     DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FENCING |
-                    DLOCK_CAP_BATCH_RENEW,
-            .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),
+                    DLOCK_CAP_BATCH_RENEW | DLOCK_CAP_PERMITS |
+                    DLOCK_CAP_LATCH,
+            .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
+                     DLOCK_KIND_BIT(DLOCK_KIND_PERMIT),
             .retry_min_ms = 1,
             .retry_max_ms = 32,
             .acquire = gl_acquire,
@@ -214,6 +446,9 @@ const struct dlock__my_mode dlock__my_mode_get_lock = {
             .release = gl_release,
             .inspect = gl_inspect,
             .floor = gl_floor,
+            .fence_floor = dlock__my_fence_floor,
+            .forget = dlock__my_forget,
+            .latch = &dlock__my_latch,
         },
     .ddl = gl_ddl,
 };

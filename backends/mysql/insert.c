@@ -12,6 +12,9 @@
  * The fence is fence.c's, the key keys.c's, the statements run through
  * conn.c; the raw floor of this mode is floor.c's.
  *
+ * Permits of a semaphore are rows of slot keys in the same table
+ * (ins_permit_acquire).
+ *
  * Divisions: the table and statements; acquire; renew; release; inspect;
  * the mode.
  */
@@ -47,7 +50,8 @@ static const char ins_ddl_locks[] =
     ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
 
 static const char *const ins_ddl[] = {ins_ddl_locks, dlock__my_fence_ddl,
-                                      dlock__my_fence_owner_ddl, NULL};
+                                     dlock__my_epoch_ddl,
+                                      dlock__my_latch_ddl, NULL};
 
 enum {
     INS_CLAIM = MY_SLOT_MODE,
@@ -57,6 +61,7 @@ enum {
     INS_EXTEND_BATCH,
     INS_OWNERS_BATCH,
     INS_ROW_STATE,
+    INS_LIVE,
     INS_SLOTS
 };
 _Static_assert(INS_SLOTS <= MY_SLOTS, "insert: too many statements");
@@ -101,6 +106,24 @@ static const struct dlock__my_stmt ins_row_state = {
     "SELECT owner, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), "
     "expires_at) DIV 1000 FROM `%s` WHERE lock_key = ?"};
 
+/* Permits: which of MY_BATCH slot keys have a row whose lease runs. */
+static const struct dlock__my_stmt ins_live = {
+    INS_LIVE, "SELECT lock_key FROM `%s` WHERE lock_key IN (" MARKS32
+              ") AND expires_at >= UTC_TIMESTAMP(6)"};
+
+/* The row of a request: its name's, or its permit slot's (grant->word[0]
+ * when granted). */
+static void ins_key(const struct dlock__my_ctx *x,
+                    const struct dlock_request *req,
+                    const struct dlock_grant *grant, uint8_t key[MY_KEY_LEN])
+{
+    if (req->kind == DLOCK_KIND_PERMIT)
+        dlock__my_slot_key(x, req->name, req->name_len,
+                           (unsigned)grant->word[0], key);
+    else
+        dlock__my_key(x, req->name, req->name_len, key);
+}
+
 /* ---- acquire ------------------------------------------------------------- */
 
 /* DELETE key's row if owner's: 0 or an error number; affected rows say
@@ -116,24 +139,20 @@ static unsigned ins_delete_row(struct dlock__my_conn *c,
     return dlock__my_exec(c, &ins_delete, p);
 }
 
-static int ins_acquire(struct dlock_session *s, const struct dlock_request *req,
-                       int64_t deadline_ms, struct dlock_grant *grant,
-                       uint32_t *retry_ms)
+/* Claim key's row for req: one INSERT (the primary key lets exactly one
+ * client in), and the takeover of an expired row. 0 with *won, or an
+ * error number. */
+static unsigned ins_claim_row(struct dlock__my_session *ms,
+                              const struct dlock_request *req,
+                              const uint8_t key[MY_KEY_LEN], bool *won)
 {
-    struct dlock__my_session *ms = (struct dlock__my_session *)s;
     struct dlock__my_conn *c = &ms->conn;
     struct dlock__my_ctx *x = ms->x;
     long long lease_us = (long long)req->lease_ms * 1000;
-    uint8_t key[MY_KEY_LEN];
     MYSQL_BIND p[5];
     unsigned e;
 
-    (void)deadline_ms; /* no native wait: core polls */
-    (void)retry_ms;
-    if (c->broken)
-        return dlock__my_broken(ms);
-    dlock__my_key(x, req->name, req->name_len, key);
-    /* One INSERT: the primary key lets exactly one client in. */
+    *won = false;
     dlock__my_bind_blob(&p[0], key, MY_KEY_LEN);
     dlock__my_bind_text(&p[1], req->name,
                         dlock__my_display_len(req->name, req->name_len));
@@ -155,23 +174,130 @@ static int ins_acquire(struct dlock_session *s, const struct dlock_request *req,
         dlock__my_bind_text(&p[4], req->owner, req->owner_len);
         e = dlock__my_exec(c, &ins_takeover, p);
         if (e == 0 && dlock__my_affected(c, &ins_takeover) != 1)
-            return DLOCK_EBUSY;
+            return 0;
     }
     /* Concurrent INSERTs of one key deadlock in InnoDB now and then: the
      * loser simply found the lock busy. */
     if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT)
-        return DLOCK_EBUSY;
-    if (e != 0)
-        return dlock__my_fail(ms, c, "claim");
-    if ((e = dlock__my_fence(c, key, req->owner, req->owner_len,
-                             &grant->fence)) != 0) {
-        int rc = dlock__my_fail(ms, c, "fence");
-        /* Give the row back if we still can; else its lease frees it. */
-        if (!c->broken)
-            ins_delete_row(c, key, req->owner, req->owner_len);
-        return rc;
+        return 0;
+    *won = e == 0;
+    return e;
+}
+
+/* The row of key is req's: take the name's fence, or give the row back. */
+static int ins_fenced(struct dlock__my_session *ms,
+                      const struct dlock_request *req,
+                      const uint8_t key[MY_KEY_LEN], struct dlock_grant *grant)
+{
+    struct dlock__my_conn *c = &ms->conn;
+    uint8_t name_key[MY_KEY_LEN];
+    int rc;
+
+    dlock__my_key(ms->x, req->name, req->name_len, name_key);
+    if (dlock__my_fence(c, NULL, name_key, req->owner, req->owner_len,
+                        &grant->fence) == 0)
+        return DLOCK_OK;
+    rc = dlock__my_fail(ms, c, "fence");
+    /* Give the row back if we still can; else its lease frees it. */
+    if (!c->broken)
+        ins_delete_row(c, key, req->owner, req->owner_len);
+    return rc;
+}
+
+/* Which of keys[0..n-1] (n <= MY_BATCH) have a row whose lease runs:
+ * live[i]. 0 or an error number. */
+static unsigned ins_live_keys(struct dlock__my_conn *c,
+                              uint8_t keys[][MY_KEY_LEN], size_t n,
+                              bool *live)
+{
+    MYSQL_BIND p[MY_BATCH], r[1];
+    uint8_t rkey[MY_KEY_LEN];
+    unsigned long rkey_len;
+    my_flag rkey_null;
+    MYSQL_STMT *st;
+    unsigned e;
+    int f;
+
+    for (size_t k = 0; k < MY_BATCH; k++)
+        dlock__my_bind_blob(&p[k], keys[k < n ? k : 0], MY_KEY_LEN);
+    for (size_t k = 0; k < n; k++)
+        live[k] = false;
+    if ((e = dlock__my_exec(c, &ins_live, p)) != 0)
+        return e;
+    st = c->st[ins_live.slot];
+    dlock__my_res_bytes(&r[0], rkey, sizeof rkey, &rkey_len, &rkey_null);
+    if (mysql_stmt_bind_result(st, r) != 0)
+        f = 1;
+    else
+        while ((f = mysql_stmt_fetch(st)) == 0)
+            for (size_t k = 0; k < n; k++)
+                live[k] = live[k] || (rkey_len == MY_KEY_LEN &&
+                                      memcmp(rkey, keys[k], MY_KEY_LEN) == 0);
+    e = f == 1 ? dlock__my_stmt_note(c, st) : 0;
+    mysql_stmt_free_result(st);
+    return e;
+}
+
+/*
+ * A permit of N: a row of the slot's key (keys.c) in the same table, so a
+ * permit is a lock of this mode in every other way (lease, takeover of an
+ * expired row, renewal, owner-checked release, surviving reconnects), one
+ * row per grant. From a random slot on, one SELECT per MY_BATCH slots says
+ * which rows are live, and only the others are claimed: a slot freed or
+ * expired meanwhile is simply won, one taken meanwhile is a duplicate key.
+ * The count is not stored, as in get_lock.c.
+ */
+static int ins_permit_acquire(struct dlock__my_session *ms,
+                              const struct dlock_request *req,
+                              struct dlock_grant *grant)
+{
+    const unsigned n = req->permits, start = dlock__my_first_slot(req);
+    uint8_t keys[MY_BATCH][MY_KEY_LEN];
+    unsigned slots[MY_BATCH];
+    bool live[MY_BATCH], won;
+
+    for (unsigned base = 0; base < n; base += MY_BATCH) {
+        size_t m = n - base < MY_BATCH ? n - base : MY_BATCH;
+
+        for (size_t k = 0; k < m; k++) {
+            slots[k] = (start + base + (unsigned)k) % n;
+            dlock__my_slot_key(ms->x, req->name, req->name_len, slots[k],
+                               keys[k]);
+        }
+        if (ins_live_keys(&ms->conn, keys, m, live) != 0)
+            return dlock__my_fail(ms, &ms->conn, "claim a permit");
+        for (size_t k = 0; k < m; k++) {
+            if (live[k])
+                continue;
+            if (ins_claim_row(ms, req, keys[k], &won) != 0)
+                return dlock__my_fail(ms, &ms->conn, "claim a permit");
+            if (won) {
+                grant->word[0] = slots[k];
+                return ins_fenced(ms, req, keys[k], grant);
+            }
+        }
     }
-    return DLOCK_OK;
+    return DLOCK_EBUSY;
+}
+
+static int ins_acquire(struct dlock_session *s, const struct dlock_request *req,
+                       int64_t deadline_ms, struct dlock_grant *grant,
+                       uint32_t *retry_ms)
+{
+    struct dlock__my_session *ms = (struct dlock__my_session *)s;
+    uint8_t key[MY_KEY_LEN];
+    bool won;
+
+    (void)deadline_ms; /* no native wait: core polls */
+    (void)retry_ms;
+    if (ms->conn.broken)
+        return dlock__my_broken(ms);
+    if (req->kind == DLOCK_KIND_PERMIT)
+        return ins_permit_acquire(ms, req, grant);
+    dlock__my_key(ms->x, req->name, req->name_len, key);
+    if (ins_claim_row(ms, req, key, &won) != 0)
+        return dlock__my_fail(ms, &ms->conn, "claim");
+    return won ? ins_fenced(ms, req, key, grant) : DLOCK_EBUSY;
 }
 
 /* ---- renew --------------------------------------------------------------- */
@@ -184,7 +310,7 @@ static int ins_renew_one(struct dlock__my_session *ms,
     uint8_t key[MY_KEY_LEN];
     MYSQL_BIND p[3];
 
-    dlock__my_key(ms->x, it->req->name, it->req->name_len, key);
+    ins_key(ms->x, it->req, it->grant, key);
     dlock__my_bind_i64(&p[0], &lease_us);
     dlock__my_bind_blob(&p[1], key, MY_KEY_LEN);
     dlock__my_bind_text(&p[2], it->req->owner, it->req->owner_len);
@@ -300,8 +426,12 @@ static int ins_renew(struct dlock_session *s, struct dlock_renewal *items,
         size_t j = i + 1;
         int rc;
 
+        /* Permits go one by one: a batch's count proves each item only
+         * where a handle's row key is its name's (ins_renew_batch). */
         while (j < n && j - i < MY_BATCH &&
-               items[j].req->lease_ms == items[i].req->lease_ms)
+               items[j].req->lease_ms == items[i].req->lease_ms &&
+               items[i].req->kind != DLOCK_KIND_PERMIT &&
+               items[j].req->kind != DLOCK_KIND_PERMIT)
             j++;
         rc = j - i == 1 ? ins_renew_one(ms, &items[i])
                         : ins_renew_batch(ms, items + i, j - i);
@@ -321,10 +451,9 @@ static int ins_release(struct dlock_session *s, const struct dlock_request *req,
     struct dlock__my_conn *c = &ms->conn;
     uint8_t key[MY_KEY_LEN];
 
-    (void)grant;
     if (c->broken)
         return dlock__my_broken(ms);
-    dlock__my_key(ms->x, req->name, req->name_len, key);
+    ins_key(ms->x, req, grant, key);
     if (ins_delete_row(c, key, req->owner, req->owner_len) != 0)
         return dlock__my_fail(ms, c, "release");
     if (dlock__my_affected(c, &ins_delete) != 1)
@@ -335,6 +464,28 @@ static int ins_release(struct dlock_session *s, const struct dlock_request *req,
 }
 
 /* ---- inspect ------------------------------------------------------------- */
+
+/* Live permit rows of a name, any count: all DLOCK_PERMITS_MAX slots'
+ * keys, MY_BATCH per round trip. 0 or an error number. */
+static unsigned ins_permits_held(struct dlock__my_session *ms,
+                                 const char *name, size_t len,
+                                 unsigned *held)
+{
+    uint8_t keys[MY_BATCH][MY_KEY_LEN];
+    bool live[MY_BATCH];
+    unsigned e;
+
+    *held = 0;
+    for (unsigned base = 0; base < DLOCK_PERMITS_MAX; base += MY_BATCH) {
+        for (unsigned k = 0; k < MY_BATCH; k++)
+            dlock__my_slot_key(ms->x, name, len, base + k, keys[k]);
+        if ((e = ins_live_keys(&ms->conn, keys, MY_BATCH, live)) != 0)
+            return e;
+        for (unsigned k = 0; k < MY_BATCH; k++)
+            *held += live[k];
+    }
+    return 0;
+}
 
 static int ins_inspect(struct dlock_session *s, const char *name, size_t len,
                        dlock_state *out)
@@ -367,6 +518,14 @@ static int ins_inspect(struct dlock_session *s, const char *name, size_t len,
     }
     if (dlock__my_fence_peek(c, key, &out->fence, NULL, 0) != 0)
         return dlock__my_fail(ms, c, "inspect fence");
+    /* Free as a lock but fenced: maybe a semaphore's name, held when any
+     * slot's row is live (owner and lease unknown). */
+    if (!out->held && out->fence != 0) {
+        unsigned permits = 0;
+        if (ins_permits_held(ms, name, len, &permits) != 0)
+            return dlock__my_fail(ms, c, "inspect permits");
+        out->held = permits > 0;
+    }
     return DLOCK_OK;
 }
 
@@ -389,8 +548,10 @@ const struct dlock__my_mode dlock__my_mode_insert = {
             .summary = "unique-key rows with a lease (INSERT, a "
                        "conditional UPDATE takes over an expired row)",
             .caps = DLOCK_CAP_LEASE | DLOCK_CAP_FENCING |
-                    DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW,
-            .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),
+                    DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW |
+                    DLOCK_CAP_PERMITS | DLOCK_CAP_LATCH,
+            .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
+                     DLOCK_KIND_BIT(DLOCK_KIND_PERMIT),
             .retry_min_ms = 2,
             .retry_max_ms = 64,
             .acquire = ins_acquire,
@@ -398,6 +559,9 @@ const struct dlock__my_mode dlock__my_mode_insert = {
             .release = ins_release,
             .inspect = ins_inspect,
             .floor = ins_floor,
+            .fence_floor = dlock__my_fence_floor,
+            .forget = dlock__my_forget,
+            .latch = &dlock__my_latch,
         },
     .ddl = ins_ddl,
 };

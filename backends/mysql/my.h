@@ -13,13 +13,16 @@
  *                 points every mode shares: library and thread set-up,
  *                 ctx_open/ctx_close, open/close
  *   insert.c      mode insert: its table, SQL, methods and mode object
- *   for_update.c  mode for_update, with its side connection for fences
+ *   for_update.c  mode for_update
  *   get_lock.c    mode get_lock
  *   floor.c       the raw floor of each mode, for `dlock bench` only
+ *   latch.c       count-down latches (every mode): a row per latch
  *   bound.c       what the connection-bound modes share: the server's
  *                 silence limit, renewal by ping, the end of a lock wait
- *   fence.c       the fencing counters of every mode
- *   keys.c        a name's key, its column text, its GET_LOCK name
+ *   fence.c       the fencing tokens of every mode: MEMORY counters, a
+ *                 durable epoch
+ *   keys.c        a name's key, its column text, its GET_LOCK name and
+ *                 its permit slots' names
  *   conn.c        connections, prepared statements, bindings, errors
  *   conf.c        the URI read into the per-client context
  */
@@ -43,13 +46,18 @@ typedef my_bool my_flag;
 typedef bool my_flag; /* MySQL 8's libmysqlclient dropped my_bool */
 #endif
 
-/* MySQL identifiers have at most 64 characters; "_fence" must fit. */
+/* MySQL identifiers have at most 64 characters; "_epoch" must fit. */
 #define MY_TABLE_MAX 58
 /* A key: SHA-256(namespace || name). */
 #define MY_KEY_LEN 32
-/* GET_LOCK names: MySQL refuses more than 64 characters. */
+/* GET_LOCK names: MySQL refuses more than 64 characters, MariaDB more
+ * than 192 bytes. */
 #define MY_ULOCK_CHARS 64
+#define MY_ULOCK_BYTES 192
 #define MY_ULOCK_BUF (MY_ULOCK_CHARS * 4 + 1)
+/* A permit waiter of mode get_lock waits on one slot this long (unless
+ * retry_max= says), then tries all slots again. */
+#define MY_SLICE_MS 50
 /* MySQL 8's error for NOWAIT (MariaDB says ER_LOCK_WAIT_TIMEOUT). */
 #define MY_ER_LOCK_NOWAIT 3572
 
@@ -69,9 +77,13 @@ struct dlock__my_stmt {
 enum {
     MY_SLOT_FENCE,      /* fence.c: bump the counter */
     MY_SLOT_FENCE_PEEK, /* fence.c: read it, for inspect */
+    MY_SLOT_LATCH_SET,  /* latch.c: its four statements */
+    MY_SLOT_LATCH_COUNT,
+    MY_SLOT_LATCH_DOWN,
+    MY_SLOT_LATCH_ZERO,
     MY_SLOT_MODE        /* a mode's own statements from here */
 };
-#define MY_SLOTS 12     /* slots per connection */
+#define MY_SLOTS 16     /* slots per connection */
 
 /*
  * A mode: what core sees (base, first, so the table can list &m->base),
@@ -97,6 +109,8 @@ struct dlock__my_conn {
     const char *sql[MY_SLOTS]; /* the text prepared in each slot */
     const struct dlock__my_ctx *x;
     bool broken;   /* a call failed for the connection: the rest fail fast */
+    bool no_ddl;   /* a lock is held in an open transaction: a missing
+                    * table is an error, not created (CREATE commits) */
     unsigned err;  /* the last error number */
     char msg[320]; /* and its text */
 };
@@ -110,13 +124,15 @@ struct dlock__my_ctx {
     unsigned int io_s;   /* connect, read and write timeouts, seconds */
     int64_t io_ms;       /* the same in milliseconds */
     uint32_t lease_ms;   /* lease=: what a new session's wait_timeout covers */
+    uint32_t slice_ms;   /* retry_max=, else MY_SLICE_MS: get_lock.c */
     char table[MY_TABLE_MAX + 1];
     char *ns;            /* namespace=, a prefix of every name */
     size_t ns_len;
     char holder[320];    /* "host name:pid", the insert rows' host column */
     size_t holder_len;
-    /* for_update bumps fences over this autocommitted connection, opened
-     * on first use; mu serialises the client's threads on it. */
+    /* Fences move to a new epoch over this autocommitted connection when
+     * the lock's is in a transaction (for_update), opened on first use;
+     * mu serialises the client's threads on it (fence.c). */
     pthread_mutex_t mu;
     struct dlock__my_conn fence;
     bool fence_open;
@@ -160,6 +176,12 @@ unsigned dlock__my_note(struct dlock__my_conn *c, unsigned e,
                         const char *text);
 unsigned dlock__my_db_note(struct dlock__my_conn *c);
 unsigned dlock__my_stmt_note(struct dlock__my_conn *c, MYSQL_STMT *st);
+/* Run the mode's CREATE TABLE IF NOT EXISTS statements (and the ALTERs
+ * that bring older tables up to date): 0 or an error number. */
+unsigned dlock__my_create_tables(struct dlock__my_conn *c);
+/* A table, or a column added since it was made, is missing: the mode's
+ * ddl makes it. */
+bool dlock__my_missing(unsigned e);
 /* The prepared statement, preparing it on first use (a missing table is
  * created, once); NULL with c's error set. */
 MYSQL_STMT *dlock__my_prepare(struct dlock__my_conn *c,
@@ -201,6 +223,9 @@ int dlock__my_broken(struct dlock__my_session *ms);
 /* The server's identity of a lock: SHA-256(namespace || name). */
 void dlock__my_key(const struct dlock__my_ctx *x, const char *name,
                    size_t len, uint8_t key[MY_KEY_LEN]);
+/* Mode insert's key of permit slot (< DLOCK_PERMITS_MAX) of a name. */
+void dlock__my_slot_key(const struct dlock__my_ctx *x, const char *name,
+                        size_t len, unsigned slot, uint8_t key[MY_KEY_LEN]);
 /* How much of the name the name column keeps (255 bytes, whole
  * characters). */
 size_t dlock__my_display_len(const char *name, size_t len);
@@ -208,24 +233,36 @@ size_t dlock__my_display_len(const char *name, size_t len);
 size_t dlock__my_ulock_name(const struct dlock__my_ctx *x, const char *name,
                             size_t len, const uint8_t key[MY_KEY_LEN],
                             char out[MY_ULOCK_BUF]);
+/* The slot a permit request tries first, at random. */
+unsigned dlock__my_first_slot(const struct dlock_request *req);
+/* GET_LOCK's name for slot (< DLOCK_PERMITS_MAX) of the semaphore of a
+ * name and its key; returns its length. */
+size_t dlock__my_slot_name(const struct dlock__my_ctx *x, const char *name,
+                           size_t len, const uint8_t key[MY_KEY_LEN],
+                           unsigned slot, char out[MY_ULOCK_BUF]);
 
-/* ---- fence.c: the fencing counters --------------------------------------- */
+/* ---- fence.c: the fencing tokens ----------------------------------------- */
 
-/* The counters' table, and the owner column added to one made before it
- * had one: both part of every mode's ddl. */
-extern const char dlock__my_fence_ddl[], dlock__my_fence_owner_ddl[];
-/* Bump key's counter on c (autocommitted), record owner as the one who
- * took it (every mode is exclusive) and read the new token. */
-unsigned dlock__my_fence(struct dlock__my_conn *c,
+/* The counters' MEMORY table and the durable epoch's table: part of
+ * every mode's ddl. */
+extern const char dlock__my_fence_ddl[], dlock__my_epoch_ddl[];
+/* Bump key's counter on c, record owner as the one who took it and read
+ * the new token. What commits (the move to a new epoch, a missing table's
+ * CREATE) runs on c if side is NULL (c autocommits), else over side's own
+ * connection (c is in a transaction that a COMMIT would end). */
+unsigned dlock__my_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
                          const uint8_t key[MY_KEY_LEN], const char *owner,
                          size_t owner_len, uint64_t *out);
-/* The last token handed out for key (0 if none) and who took it ("" if
- * unknown, owner_cap bytes at most), for inspect. */
+/* The last token handed out for key (0 if none, or none since the server
+ * started) and who took it ("" if unknown, owner_cap bytes at most), for
+ * inspect. */
 unsigned dlock__my_fence_peek(struct dlock__my_conn *c,
                               const uint8_t key[MY_KEY_LEN], uint64_t *out,
                               char *owner, size_t owner_cap);
 /* Prepare the bump on c before a clock starts (the floor). */
 unsigned dlock__my_fence_prepare(struct dlock__my_conn *c);
+/* A mode's ctx_close: the side connection goes with the client. */
+void dlock__my_fence_side_close(struct dlock__my_ctx *x);
 
 /* ---- bound.c: what the connection-bound modes share ---------------------- */
 
@@ -288,6 +325,21 @@ int dlock__my_floor_get_lock(const struct dlock__my_floor_sql *q,
                              const struct dlock_uri *uri, const char *name,
                              uint32_t n, uint64_t *ns_out, char *err,
                              size_t errlen);
+/* dlock_mode.fence_floor and .forget of every mode (mode: the base of a
+ * struct dlock__my_mode). */
+int dlock__my_fence_floor(const struct dlock_mode *mode,
+                          const struct dlock_uri *uri, const char *name,
+                          uint32_t n, uint64_t *ns_out, char *err,
+                          size_t errlen);
+int dlock__my_forget(const struct dlock_mode *mode,
+                     const struct dlock_uri *uri, const char *const *names,
+                     size_t n, char *err, size_t errlen);
+
+/* ---- latch.c: count-down latches (every mode) ----------------------------- */
+
+/* The latches' table: part of every mode's ddl. */
+extern const char dlock__my_latch_ddl[];
+extern const struct dlock_latch_ops dlock__my_latch;
 
 /* ---- the modes: insert.c, for_update.c, get_lock.c ----------------------- */
 

@@ -11,10 +11,12 @@
  *
  * The modes (core picks one per client from mode=, insert by default):
  *   insert      (insert.c) a unique-key row per held lock, with a lease on
- *               the server's clock; survives reconnects; waiters poll.
+ *               the server's clock; survives reconnects; waiters poll;
+ *               a permit is a row of a slot's key.
  *   for_update  (for_update.c) an open transaction holding SELECT … FOR
  *               UPDATE on the name's row; a connection per held lock.
- *   get_lock    (get_lock.c) GET_LOCK/RELEASE_LOCK; many per connection.
+ *   get_lock    (get_lock.c) GET_LOCK/RELEASE_LOCK; many per connection;
+ *               a semaphore's permits as N of them (slots).
  * Every mode fences, through a counter row per name (fence.c). Names reach
  * the server as SHA-256 keys, or as GET_LOCK names (keys.c), and only ever
  * as bound parameters; the only text spliced into SQL is the table name,

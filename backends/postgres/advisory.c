@@ -12,11 +12,44 @@
  * the mode for such proxies). The server ends a session silent for longer
  * than its longest lease (idle_session_timeout, PostgreSQL 14 or later).
  *
+ * Permits of a counting semaphore of N are N session advisory locks, the
+ * slots, on keys derived from the name's key (SLOT_KEY below); a permit is
+ * one slot held by one session, so it is freed with the connection like
+ * a lock, and a crashed holder's permit comes back when the server ends
+ * its session. No table is needed beyond the fence counter every
+ * advisory lock already uses (created on first use). Why this design:
+ *
+ *  - One round trip takes at most one slot, by construction: a recursive
+ *    query tries slot after slot, and its recursive term reads only the
+ *    row of a slot that was NOT taken (a WHERE clause is evaluated before
+ *    the select list that calls pg_try_advisory_lock), so after the first
+ *    success there is no row to continue from. A "WHERE
+ *    pg_try_advisory_lock(k) LIMIT 1" would rely on the executor
+ *    stopping early, which SQL does not promise. The query starts at a
+ *    random slot, to spread contenders over the slots.
+ *  - The server keeps no queue over N keys, so a permit is never a native
+ *    wait: a busy attempt returns EBUSY and core calls wait(), which
+ *    LISTENs on the name's channel (listen.c); a release NOTIFYs it in
+ *    the statement that unlocks the slot. A holder that dies sends no
+ *    NOTIFY: core's retry after retry_max (500 ms by default) covers it.
+ *    Permits are not granted in order of arrival (DLOCK_CAP_FAIR is the
+ *    locks' claim).
+ *  - Fences come from the name's counter row, as for locks: every permit
+ *    of a name draws from one counter, so they strictly increase across
+ *    permits.
+ *  - The count N is not stored: clients that disagree on it are not
+ *    detected, and at most the largest count's holders hold at once
+ *    (the slots do not depend on N). A slot key that equals another
+ *    name's key (2^-64 per pair) only takes capacity away, never adds.
+ *  - [B-PIN-1] keeps two permits of one name off one session, which
+ *    matters: a session that takes a slot it already holds is granted it
+ *    again (advisory locks count re-entry per session).
+ *
  * It leaves the round trips of renewal and release (and what a lost
  * connection means for them) to bound.c, inspect to inspect.c, the floor's
  * loop to floor.c.
  *
- * Divisions: SQL; the session; acquire; release and renew (and
+ * Divisions: SQL; the session; acquire (and wait); release and renew (and
  * downgrade); the floor; the mode.
  */
 #include <stdio.h>
@@ -29,7 +62,10 @@
 
 /* Indexes of the mode's statements in pg_conf.sql (printed with the
  * table name); each shared variant follows its exclusive one. */
-enum { ADV_TRY, ADV_TRY_SH, ADV_WAIT, ADV_WAIT_SH, ADV_UNLOCK, ADV_UNLOCK_SH };
+enum {
+    ADV_TRY, ADV_TRY_SH, ADV_WAIT, ADV_WAIT_SH, ADV_UNLOCK, ADV_UNLOCK_SH,
+    ADV_PERMIT, ADV_PERMIT_UNDO, ADV_DRAW, ADV_MEND
+};
 
 /* The session's set-up: its server process, the keepalives and the
  * silence limit [B-BOUND-1]. */
@@ -37,31 +73,29 @@ static const char SQL_SETUP_SESSION[] =
     "SELECT pg_backend_pid(), set_config('tcp_keepalives_idle', $1, false),"
     " set_config('tcp_keepalives_interval', $2, false),"
     " set_config('tcp_keepalives_count', $3, false),"
-    " set_config('idle_session_timeout', $4, false),"
-    " set_config('synchronous_commit', 'on', false)";
+    " set_config('idle_session_timeout', $4, false)";
 static const char SQL_IDLE_LIMIT[] =
     "SELECT set_config('idle_session_timeout', $1, false)";
 static const char SQL_PID[] = "SELECT pg_backend_pid()";
 
 /* The CTE runs first and once (it calls a volatile function), so the
- * upsert happens only when the lock was granted, in the same statement and
- * round trip. Autocommit makes the new fence durable before the caller
- * sees it. An exclusive holder names itself in the row ($2), for inspect:
- * pg_locks knows only the server process, which holds the locks of many
- * handles. */
+ * counter is drawn only when the lock was granted, in the same statement
+ * and round trip: the unlogged counter row of the name (fence.c), so the
+ * autocommit waits for no disk. The server process comes back first (not
+ * NULL when the lock was taken: the floor's test), then e and n. An exclusive
+ * holder names itself in the row ($2), for inspect: pg_locks knows only
+ * the server process, which holds the locks of many handles. */
+#define ADV_UPSERT(SEL, OWNER)                                              \
+    " INSERT INTO {t} AS f (key, e, n, owner)"                              \
+    " SELECT $1::bigint, " DLOCK__PG_FENCE_EPOCH ", 1, " SEL                \
+    " ON CONFLICT (key) DO UPDATE SET n = f.n + 1" OWNER                    \
+    " RETURNING pg_backend_pid(), f.e, f.n"
 static const char SQL_TRY[] =
     "WITH l AS (SELECT pg_try_advisory_lock($1::bigint) AS got)"
-    " INSERT INTO {t} AS f (key, fence, owner)"
-    " SELECT $1::bigint, 1, $2 FROM l WHERE l.got"
-    " ON CONFLICT (key) DO UPDATE SET fence = f.fence + 1,"
-    " owner = EXCLUDED.owner"
-    " RETURNING f.fence, pg_backend_pid()";
+    ADV_UPSERT("$2 FROM l WHERE l.got", ", owner = EXCLUDED.owner");
 static const char SQL_TRY_SH[] =
     "WITH l AS (SELECT pg_try_advisory_lock_shared($1::bigint) AS got)"
-    " INSERT INTO {t} AS f (key, fence)"
-    " SELECT $1::bigint, 1 FROM l WHERE l.got"
-    " ON CONFLICT (key) DO UPDATE SET fence = f.fence + 1"
-    " RETURNING f.fence, pg_backend_pid()";
+    ADV_UPSERT("NULL FROM l WHERE l.got", "");
 /* A wait: the same, after a lock_timeout local to this implicit
  * transaction (the last parameter), set by a CTE the lock's CTE reads, so
  * it is in force before the wait begins; one statement, as fast as the
@@ -69,18 +103,80 @@ static const char SQL_TRY_SH[] =
 static const char SQL_WAIT[] =
     "WITH t AS (SELECT set_config('lock_timeout', $3, true) AS v),"
     " l AS (SELECT pg_advisory_lock($1::bigint) FROM t)"
-    " INSERT INTO {t} AS f (key, fence, owner)"
-    " SELECT $1::bigint, 1, $2 FROM l"
-    " ON CONFLICT (key) DO UPDATE SET fence = f.fence + 1,"
-    " owner = EXCLUDED.owner"
-    " RETURNING f.fence, pg_backend_pid()";
+    ADV_UPSERT("$2 FROM l", ", owner = EXCLUDED.owner");
 static const char SQL_WAIT_SH[] =
     "WITH t AS (SELECT set_config('lock_timeout', $2, true) AS v),"
     " l AS (SELECT pg_advisory_lock_shared($1::bigint) FROM t)"
-    " INSERT INTO {t} AS f (key, fence)"
-    " SELECT $1::bigint, 1 FROM l"
-    " ON CONFLICT (key) DO UPDATE SET fence = f.fence + 1"
-    " RETURNING f.fence, pg_backend_pid()";
+    ADV_UPSERT("NULL FROM l", "");
+/* The fence alone, drawn again after a bump (fence.c): the owner ($2)
+ * replaced only by an exclusive holder's. */
+static const char SQL_DRAW[] =
+    "INSERT INTO {t} AS f (key, e, n, owner)"
+    " VALUES ($1::bigint, " DLOCK__PG_FENCE_EPOCH ", 1, $2)"
+    " ON CONFLICT (key) DO UPDATE SET n = f.n + 1,"
+    " owner = coalesce(EXCLUDED.owner, f.owner) RETURNING f.e, f.n";
+/* A bump's mending of the counters (fence.c): rows drawn while the marker
+ * was absent, and the name's own when the bump was forced ($1). */
+static const char SQL_MEND[] =
+    "UPDATE {t} SET e = " DLOCK__PG_FENCE_EPOCH ", n = 0"
+    " WHERE e IS NULL OR ($1::bool AND key = $2::bigint)";
+
+/* The key of slot I of the semaphore whose name has key K (SQL bigint
+ * expressions): the first 8 bytes of SHA-256(K || "dlock permit" || I),
+ * K as 8 bytes and I as 4, big-endian, read as a signed bigint. */
+#define SLOT_KEY(K, I)                                                      \
+    "('x' || encode(substr(sha256(int8send(" K ")"                          \
+    " || 'dlock permit'::bytea || int4send(" I ")), 1, 8), 'hex'))"         \
+    "::bit(64)::bigint"
+
+/* One of $2 permits of the name with key $1, trying the slots in turn from
+ * slot $3 and stopping at the first one taken: each step of the recursion
+ * comes from a row whose slot was not taken (the filter runs before the
+ * select list), so at most one slot is taken. The fence is drawn only when
+ * one was, in the same statement; the slot's key comes back third. */
+static const char SQL_PERMIT[] =
+    "WITH RECURSIVE s(i, k, got) AS ("
+    " SELECT 0, z.k, pg_try_advisory_lock(z.k)"
+    "   FROM (SELECT " SLOT_KEY("$1::bigint", "$3::int") " AS k) z"
+    " UNION ALL"
+    " SELECT z.i, z.k, pg_try_advisory_lock(z.k)"
+    "   FROM (SELECT s.i + 1 AS i, "
+    SLOT_KEY("$1::bigint", "(s.i + 1 + $3::int) % $2::int") " AS k"
+    "     FROM s WHERE NOT s.got AND s.i + 1 < $2::int) z),"
+    " g AS (SELECT k FROM s WHERE got)"
+    " INSERT INTO {t} AS f (key, e, n)"
+    " SELECT $1::bigint, " DLOCK__PG_FENCE_EPOCH ", 1 FROM g"
+    " ON CONFLICT (key) DO UPDATE SET n = f.n + 1"
+    " RETURNING pg_backend_pid(), f.e, f.n, (SELECT k FROM g)";
+/* After SQL_PERMIT failed: give back whichever of the $2 slots of the
+ * name with key $1 this session holds (only the failed attempt can have
+ * taken one [B-PIN-1]). */
+static const char SQL_PERMIT_UNDO[] =
+    "SELECT pg_advisory_unlock(z.k) FROM (SELECT "
+    SLOT_KEY("$1::bigint", "i") " AS k"
+    "   FROM generate_series(0, $2::int - 1) AS i) z"
+    " WHERE EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory'"
+    "   AND l.pid = pg_backend_pid() AND l.granted AND l.objsubid = 1"
+    "   AND l.classid::bigint = ((z.k >> 32) & 4294967295)"
+    "   AND l.objid::bigint = (z.k & 4294967295))";
+/* Release the slot $1 and announce it on the name's channel $2; the
+ * NOTIFY is delivered when this statement commits, after the unlock. */
+static const char SQL_PERMIT_RELEASE[] =
+    "SELECT pg_advisory_unlock($1::bigint), pg_notify($2, '')";
+
+/* For inspect: the server processes holding a slot of the name, at any of
+ * the DLOCK_PERMITS_MAX slots a count may have (1024 hashes and a pg_locks
+ * scan: 5 ms with 1024 slots held, measured with pgbench). */
+_Static_assert(DLOCK_PERMITS_MAX == 1024, "SQL_PERMIT_HOLDERS' 1023");
+#define SQL_PERMIT_HOLDERS                                                  \
+    "(SELECT string_agg(p.pid::text, ' ' ORDER BY p.pid)"                   \
+    " FROM pg_locks p JOIN (SELECT " SLOT_KEY("$1::bigint", "i") " AS k"    \
+    "   FROM generate_series(0, 1023) AS i) z"                              \
+    " ON p.classid::bigint = ((z.k >> 32) & 4294967295)"                    \
+    " AND p.objid::bigint = (z.k & 4294967295)"                             \
+    " WHERE p.locktype = 'advisory' AND p.objsubid = 1 AND p.granted"       \
+    " AND p.database = (SELECT oid FROM pg_database"                        \
+    "   WHERE datname = current_database()))"
 
 /* ---- the session ------------------------------------------------------- */
 
@@ -123,10 +219,17 @@ static int adv_on_connect(struct pg_session *s, int64_t deadline, char *err,
 
 /* After a failed statement that may have taken a session lock: session
  * advisory locks ignore transaction rollback, so unlock explicitly (a
- * WARNING and false if it was not taken, which is harmless). */
-static void adv_unlock_quietly(struct pg_session *s, const char *key, int sh)
+ * WARNING and false if it was not taken, which is harmless). A permit's
+ * slot is unknown then, so every slot of the name this session holds is
+ * given back (n is the count). */
+static void adv_unlock_quietly(struct pg_session *s, const char *key, int sh,
+                               const char *n)
 {
-    struct pg_q q = {s->cf->sql[ADV_UNLOCK + sh], 1, {key}};
+    struct pg_q q = n != NULL
+                        ? (struct pg_q){s->cf->sql[ADV_PERMIT_UNDO], 2,
+                                        {key, n}}
+                        : (struct pg_q){s->cf->sql[ADV_UNLOCK + sh], 1,
+                                        {key}};
     struct pg_res res;
 
     if (s->conn == NULL)
@@ -135,17 +238,21 @@ static void adv_unlock_quietly(struct pg_session *s, const char *key, int sh)
     dlock__pg_res_clear(&res);
 }
 
-/* One try (deadline 0), or one wait in the server's queue until deadline. */
+/* One try (deadline 0), or one wait in the server's queue until deadline.
+ * A permit is always one try (the server queues no one over N keys). */
 static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
                        int64_t deadline, struct dlock_grant *g)
 {
     const struct pg_conf *cf = s->cf;
     int sh = req->kind == DLOCK_KIND_SHARED;
-    char key[24], lt[16], idle[16];
+    bool permit = req->kind == DLOCK_KIND_PERMIT;
+    char key[24], slot[24], lt[16], idle[16], n[12], first[12];
+    char err[512];
     struct pg_q q[3];
     struct pg_res res;
     uint8_t d[32];
-    uint64_t k, fence;
+    uint64_t k, fence, got;
+    struct pg_q draw;
     int nq = 0, rc, pid;
     /* The session's silence limit must cover the longest lease of its
      * locks; with none held yet it follows this one exactly (so a short
@@ -153,6 +260,8 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
     bool raise = req->lease_ms > s->covered_ms ||
                  (s->ngrants == 0 && req->lease_ms != s->covered_ms);
 
+    if (permit)
+        deadline = 0;
     dlock__pg_digest(cf, req->name, req->name_len, d);
     k = dlock__pg_key64(d);
     dlock__pg_key_text(key, k);
@@ -163,7 +272,15 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
         dlock__pg_idle_text(idle, req->lease_ms);
         q[nq++] = (struct pg_q){SQL_IDLE_LIMIT, 1, {idle}};
     }
-    if (deadline != 0) {
+    if (permit) {
+        /* [B-WAIT-1]: the channel's count before the attempt, so a
+         * release after it wakes the wait() that follows a busy one. */
+        dlock__pg_listen_note(s, k);
+        snprintf(n, sizeof n, "%u", req->permits);
+        snprintf(first, sizeof first, "%u",
+                 dlock__pg_first_slot(req->permits));
+        q[nq++] = (struct pg_q){cf->sql[ADV_PERMIT], 3, {key, n, first}};
+    } else if (deadline != 0) {
         /* A wait in the server's lock queue, bounded by a lock_timeout
          * local to this implicit transaction (set_config(..., true)). */
         dlock__pg_lock_timeout(lt, deadline);
@@ -184,18 +301,23 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
         if (rc == 0)
             rc = dlock__pg_sqlfail(s, DLOCK_ERROR, "lock", &res);
         dlock__pg_res_clear(&res);
-        adv_unlock_quietly(s, key, sh);
+        adv_unlock_quietly(s, key, sh, permit ? n : NULL);
         return rc;
     }
     if (PQntuples(res.r[nq - 1]) == 0) {
         dlock__pg_res_clear(&res);
+        /* Not queued at the server, and never will be: let the client's
+         * next asynchronous acquire start [B-QUEUED-1]. */
+        if (permit)
+            dlock_session_queued(&s->base);
         return DLOCK_EBUSY;
     }
-    fence = dlock__pg_u64(res.r[nq - 1], 0, 0);
-    pid = atoi(PQgetvalue(res.r[nq - 1], 0, 1));
-    dlock__pg_res_clear(&res);
+    pid = atoi(PQgetvalue(res.r[nq - 1], 0, 0));
+    got = permit ? dlock__pg_u64(res.r[nq - 1], 0, 3) : k;
+    dlock__pg_key_text(slot, got);
     if (pid != s->backend_pid) {
-        adv_unlock_quietly(s, key, sh);
+        dlock__pg_res_clear(&res);
+        adv_unlock_quietly(s, slot, sh, NULL);
         return dlock_session_error(
             &s->base, DLOCK_ERROR,
             "the lock was taken by server process %d, but this connection "
@@ -205,8 +327,18 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
             "it; use mode=advisory_xact",
             pid, s->backend_pid);
     }
+    /* The counter's value, or a bump of the epoch first (fence.c). */
+    draw = (struct pg_q){cf->sql[ADV_DRAW], 2,
+                         {key, sh || permit ? NULL : req->owner}};
+    rc = dlock__pg_fence(s, res.r[nq - 1], 1, 2, &draw, cf->sql[ADV_MEND],
+                         key, &fence, err, sizeof err);
+    dlock__pg_res_clear(&res);
+    if (rc != DLOCK_OK) {
+        adv_unlock_quietly(s, slot, sh, NULL);
+        return dlock_session_error(&s->base, rc, "%s", err);
+    }
     g->fence = fence;
-    g->word[0] = k;
+    g->word[0] = got; /* the key to unlock: the lock's, or the slot's */
     g->word[1] = s->gen;
     s->ngrants++;
     if (raise)
@@ -247,15 +379,23 @@ static int adv_unlocked(struct pg_session *s, PGresult *r)
         "between?)");
 }
 
+/* A permit's release also NOTIFYs the name's channel, where waiters for
+ * a permit LISTEN (they cannot queue at the server). */
 static int adv_release(struct dlock_session *ds,
                        const struct dlock_request *req, struct dlock_grant *g)
 {
     struct pg_session *s = (struct pg_session *)ds;
-    char key[24];
+    char key[24], chan[24];
+    uint8_t d[32];
     struct pg_q q = {s->cf->sql[ADV_UNLOCK + (req->kind == DLOCK_KIND_SHARED)],
                      1, {key}};
 
     dlock__pg_key_text(key, g->word[0]);
+    if (req->kind == DLOCK_KIND_PERMIT) {
+        dlock__pg_digest(s->cf, req->name, req->name_len, d);
+        dlock__pg_channel_name(chan, dlock__pg_key64(d));
+        q = (struct pg_q){SQL_PERMIT_RELEASE, 2, {key, chan}};
+    }
     return dlock__pg_bound_release(s, g, &q, 1, "unlock", adv_unlocked);
 }
 
@@ -312,20 +452,11 @@ static int adv_renew(struct dlock_session *ds, struct dlock_renewal *items,
 
 /* ---- the floor --------------------------------------------------------- */
 
-static void adv_floor_plan(const struct pg_conf *cf,
-                           const struct pg_floor_keys *k,
-                           struct pg_floor_plan *p)
-{
-    p->take[p->ntake++] =
-        (struct pg_q){cf->sql[ADV_TRY], 2, {k->key, k->owner}};
-    p->give = (struct pg_q){cf->sql[ADV_UNLOCK], 1, {k->key}};
-}
-
 static int adv_floor(const struct dlock_uri *uri, const char *name,
                      uint32_t n, uint64_t *ns_out, char *err, size_t errlen)
 {
-    return dlock__pg_floor(uri, &dlock__pg_mode_advisory, adv_floor_plan,
-                           name, n, ns_out, err, errlen);
+    return dlock__pg_floor_bare(uri, &dlock__pg_mode_advisory, name, n,
+                                ns_out, err, errlen);
 }
 
 /* ---- the mode ---------------------------------------------------------- */
@@ -334,21 +465,28 @@ const struct pg_mode dlock__pg_mode_advisory = {
     .pub = {
         .name = "advisory",
         .summary = "session advisory locks: queued by the server, many on "
-                   "one connection, freed when it ends",
+                   "one connection, freed when it ends; permits as N of "
+                   "them",
+        /* Locks wait natively (and fairly); permits, by NOTIFY. */
         .caps = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
                 DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR | DLOCK_CAP_SHARED |
                 DLOCK_CAP_FENCING | DLOCK_CAP_BATCH_RENEW |
-                DLOCK_CAP_DOWNGRADE,
+                DLOCK_CAP_DOWNGRADE | DLOCK_CAP_NOTIFY | DLOCK_CAP_PERMITS |
+                DLOCK_CAP_LATCH,
         .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
-                 DLOCK_KIND_BIT(DLOCK_KIND_SHARED),
+                 DLOCK_KIND_BIT(DLOCK_KIND_SHARED) |
+                 DLOCK_KIND_BIT(DLOCK_KIND_PERMIT),
         .acquire = adv_acquire,
         .renew = adv_renew,
         .release = adv_release,
+        .wait = dlock__pg_wait,
         .inspect = dlock__pg_inspect_locks,
         .floor = adv_floor,
         .downgrade = adv_downgrade,
+        .latch = &dlock__pg_latch,
+        .fence_floor = dlock__pg_fence_floor, .forget = dlock__pg_forget,
     },
-    .table = "dlock_fences",
+    .table = "dlock_fence_counters",
     .sql = {
         [ADV_TRY] = SQL_TRY,
         [ADV_TRY_SH] = SQL_TRY_SH,
@@ -356,13 +494,19 @@ const struct pg_mode dlock__pg_mode_advisory = {
         [ADV_WAIT_SH] = SQL_WAIT_SH,
         [ADV_UNLOCK] = "SELECT pg_advisory_unlock($1::bigint)",
         [ADV_UNLOCK_SH] = "SELECT pg_advisory_unlock_shared($1::bigint)",
+        [ADV_PERMIT] = SQL_PERMIT,
+        [ADV_PERMIT_UNDO] = SQL_PERMIT_UNDO,
+        [ADV_DRAW] = SQL_DRAW,
+        [ADV_MEND] = SQL_MEND,
     },
-    .ddl = {"CREATE TABLE IF NOT EXISTS {t} (key bigint PRIMARY KEY,"
-            " fence bigint NOT NULL, owner text)",
-            /* a table from before the owner column (schema.c) */
-            "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS owner text", NULL},
+    .ddl = {DLOCK__PG_FENCE_DDL_EPOCH, DLOCK__PG_FENCE_DDL_EPOCH_ROW,
+            DLOCK__PG_FENCE_DDL_MARKER,
+            "CREATE UNLOGGED TABLE IF NOT EXISTS {t} (key bigint PRIMARY KEY,"
+            " e bigint, n bigint NOT NULL, owner text)", NULL},
     .inspect = DLOCK__PG_LOCKS_INSPECT(
-        "(SELECT fence FROM {t} WHERE key = $1::bigint)",
+        "(SELECT " DLOCK__PG_FENCE_OF("e", "n")
+        " FROM {t} WHERE key = $1::bigint), "
+        SQL_PERMIT_HOLDERS,
         "(SELECT owner FROM {t} WHERE key = $1::bigint)"),
     .on_connect = adv_on_connect,
 };

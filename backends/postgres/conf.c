@@ -11,6 +11,7 @@
  */
 #include <ctype.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,18 @@ void dlock__pg_oneline(char *dst, size_t cap, const char *src)
 int64_t dlock__pg_deadline(const struct pg_conf *cf)
 {
     return cf->timeout_ms ? dlock_now_ms() + cf->timeout_ms : INT64_MAX;
+}
+
+uint32_t dlock__pg_first_slot(uint32_t n)
+{
+    static atomic_uint_fast64_t calls;
+    uint64_t h = atomic_fetch_add(&calls, 1) * 0x9e3779b97f4a7c15u ^
+                 (uint64_t)dlock_now_ms() ^ ((uint64_t)getpid() << 40);
+
+    h ^= h >> 31; /* splitmix64's finaliser */
+    h *= 0x7fb5d329728ea185u;
+    h ^= h >> 27;
+    return (uint32_t)(h % n);
 }
 
 /* ---- the mode's SQL ---------------------------------------------------- */

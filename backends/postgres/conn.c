@@ -202,11 +202,12 @@ int dlock__pg_connect(struct pg_session *s, char *err, size_t errlen)
     s->fatal[0] = '\0';
     /* libpq marks its socket close-on-exec; make sure [B-EXEC-1]. */
     dlock_fd_cloexec(PQsocket(c));
-    /* A fence or a lease that a server crash can take back is handed out
-     * twice: a connection that commits one waits for its commits to reach
-     * the disk, whatever the server's default synchronous_commit says
-     * (advisory sets it in its own session set-up). */
-    if (s->fence_conn || cf->mode->durable) {
+    /* A lease that a server crash can take back is handed out twice: a
+     * connection that commits one waits for its commits to reach the
+     * disk, whatever the server's default synchronous_commit says. (The
+     * fences of the other modes need no flush, and their epoch's bump
+     * sets it for its own transaction: fence.c.) */
+    if (cf->mode->durable) {
         struct pg_q q = {"SELECT set_config('synchronous_commit', 'on', "
                          "false)", 0, {NULL}};
         struct pg_res res;

@@ -1,10 +1,24 @@
 /*
- * floor.c: the raw floor of `dlock bench` for every mode: blocking libpq,
- * pipeline mode, the same statements as one dlock cycle, timed: what the
- * protocol costs with no dlock in the loop. Bench-only code.
+ * floor.c: what `dlock bench` measures below dlock, for every mode, and
+ * its clean-up: blocking libpq, pipeline mode, no dlock in the loop.
+ * Bench-only code.
  *
- * Each mode's file says which statements make its cycle (a plan); this file
- * connects, creates the schema, and runs the plan n times.
+ * The floor is the bare lock, as a user of libpq alone takes and releases
+ * that kind of lock, without dlock's fence (bare_plan below):
+ *   advisory       SELECT pg_try_advisory_lock($1), then
+ *                  SELECT pg_advisory_unlock($1): one round trip each;
+ *   advisory_xact  BEGIN + SELECT pg_try_advisory_xact_lock($1) in one
+ *                  round trip, then COMMIT;
+ *   for_update     BEGIN + SELECT 1 FROM the row FOR UPDATE NOWAIT, then
+ *                  COMMIT (the row made once, before the clock);
+ *   lease          still the mode's own plan (lease.c): the lease row is
+ *                  the lock itself, there is no bare library lock to
+ *                  compare with, and its fence is a column of the claim.
+ * The fence alone (dlock__pg_fence_floor), as dlock draws it (fence.c):
+ * the upsert of the name's unlogged counter row, advisory's in its fence
+ * table, the tx modes' in dlock_fence_holders; lease has none apart.
+ * And dlock__pg_forget, the bench's clean-up: each name's counter row
+ * and lock row.
  */
 #include <stdio.h>
 #include <string.h>
@@ -97,8 +111,9 @@ int dlock__pg_floor(const struct dlock_uri *uri, const struct pg_mode *mode,
         bool got;
 
         rc = floor_run(c, p.take, p.ntake, &r);
+        /* a row, not NULL, and not pg_try_advisory_lock's false */
         got = rc == 0 && r != NULL && PQntuples(r) > 0 &&
-              !PQgetisnull(r, 0, 0);
+              !PQgetisnull(r, 0, 0) && strcmp(PQgetvalue(r, 0, 0), "f") != 0;
         PQclear(r);
         if (rc == 0 && !got) {
             dlock__pg_oneline(line, sizeof line, name);
@@ -121,4 +136,234 @@ int dlock__pg_floor(const struct dlock_uri *uri, const struct pg_mode *mode,
     PQfinish(c);
     dlock__pg_conf_free(&conf);
     return rc;
+}
+
+/* ---- the bare lock ------------------------------------------------------ */
+
+/* for_update's row statements, with the table's name printed in (it was
+ * validated, [A-Za-z0-9_], so quoting it is enough). */
+struct fu_sql {
+    char make[256], take[160];
+};
+
+static struct fu_sql fu_sql_of(const struct pg_conf *cf)
+{
+    struct fu_sql q;
+
+    snprintf(q.make, sizeof q.make,
+             "INSERT INTO \"%s\" (key, namespace, name)"
+             " VALUES (decode($1, 'hex'), $2, $3) ON CONFLICT (key) DO NOTHING",
+             cf->table);
+    snprintf(q.take, sizeof q.take,
+             "SELECT 1 FROM \"%s\" WHERE key = decode($1, 'hex')"
+             " FOR UPDATE NOWAIT",
+             cf->table);
+    return q;
+}
+
+/* The statements a libpq user sends for the mode's kind of lock; the
+ * file's header says which and why. */
+static void bare_plan(const struct pg_conf *cf, const struct pg_floor_keys *k,
+                      struct pg_floor_plan *p)
+{
+    /* The plan points into it while the floor runs: one per thread. */
+    static _Thread_local struct fu_sql fu;
+    const char *mode = cf->mode->pub.name;
+
+    if (strcmp(mode, "advisory") == 0) {
+        p->take[p->ntake++] = (struct pg_q){
+            "SELECT pg_try_advisory_lock($1::bigint)", 1, {k->key}};
+        p->give = (struct pg_q){"SELECT pg_advisory_unlock($1::bigint)", 1,
+                                {k->key}};
+        return;
+    }
+    p->take[p->ntake++] = (struct pg_q){"BEGIN", 0, {NULL}};
+    if (cf->mode->row_key) {
+        fu = fu_sql_of(cf);
+        p->setup[p->nsetup++] =
+            (struct pg_q){fu.make, 3, {k->hex, cf->ns, k->name}};
+        p->take[p->ntake++] = (struct pg_q){fu.take, 1, {k->hex}};
+    } else {
+        p->take[p->ntake++] = (struct pg_q){
+            "SELECT pg_try_advisory_xact_lock($1::bigint)", 1, {k->key}};
+    }
+    p->give = (struct pg_q){"COMMIT", 0, {NULL}};
+}
+
+int dlock__pg_floor_bare(const struct dlock_uri *uri,
+                         const struct pg_mode *mode, const char *name,
+                         uint32_t n, uint64_t *ns_out, char *err,
+                         size_t errlen)
+{
+    return dlock__pg_floor(uri, mode, bare_plan, name, n, ns_out, err,
+                           errlen);
+}
+
+/* ---- the fence alone, and forget ----------------------------------------- */
+
+static int side_fail(PGconn *c, struct pg_conf *cf, const char *what,
+                     char *err, size_t errlen);
+
+/* A connection in pipeline mode with the mode's schema made, for mode
+ * (the base of a struct pg_mode). NULL with err written. */
+static PGconn *side_open(const struct dlock_mode *mode,
+                         const struct dlock_uri *uri, struct pg_conf *cf,
+                         char *err, size_t errlen, int *rc)
+{
+    const struct pg_mode *m = (const struct pg_mode *)mode;
+    struct pg_q q[PG_DDL_MAX + 1];
+    PGresult *r = NULL;
+    PGconn *c;
+
+    if ((*rc = dlock__pg_conf_init(cf, uri, m, err, errlen)) != DLOCK_OK)
+        return NULL;
+    c = dlock__pg_connect_raw(cf, dlock__pg_deadline(cf), err, errlen, rc);
+    if (c == NULL) {
+        dlock__pg_conf_free(cf);
+        return NULL;
+    }
+    PQenterPipelineMode(c);
+    if (floor_run(c, q, dlock__pg_schema_q(cf, q), &r) != 0) {
+        *rc = side_fail(c, cf, "schema", err, errlen);
+        PQclear(r);
+        return NULL;
+    }
+    PQclear(r);
+    return c;
+}
+
+/* Report the connection's error as what failed, and close. */
+static int side_fail(PGconn *c, struct pg_conf *cf, const char *what,
+                     char *err, size_t errlen)
+{
+    char line[512];
+    int rc;
+
+    dlock__pg_oneline(line, sizeof line, PQerrorMessage(c));
+    rc = dlock_errorf(err, errlen, DLOCK_ERROR, "%s: %s", what,
+                      line[0] ? line : "a statement failed");
+    PQfinish(c);
+    dlock__pg_conf_free(cf);
+    return rc;
+}
+
+/* The fence statement dlock sends, by mode (fence.c's source: an unlogged
+ * counter row, no flush); NULL: none apart. advisory draws it in the
+ * lock's own statement (advisory.c's SQL_TRY), the tx modes over the
+ * fence connection (tx.c's SQL_FENCE); this is the draw alone. */
+static const char *fence_sql(const struct pg_conf *cf, char *buf, size_t cap)
+{
+    if (strcmp(cf->mode->pub.name, "advisory") == 0) {
+        snprintf(buf, cap,
+                 "INSERT INTO \"%s\" AS f (key, e, n, owner)"
+                 " VALUES ($1::bigint, " DLOCK__PG_FENCE_EPOCH ", 1, $2)"
+                 " ON CONFLICT (key) DO UPDATE SET n = f.n + 1,"
+                 " owner = EXCLUDED.owner RETURNING f.e, f.n",
+                 cf->table);
+        return buf;
+    }
+    if (strcmp(cf->mode->pub.name, "lease") == 0)
+        return NULL;
+    return "INSERT INTO dlock_fence_holders AS h (key, e, n, owner)"
+           " VALUES ($1, " DLOCK__PG_FENCE_EPOCH ", 1, $2)"
+           " ON CONFLICT (key) DO UPDATE SET n = h.n + 1,"
+           " owner = EXCLUDED.owner RETURNING h.e, h.n";
+}
+
+int dlock__pg_fence_floor(const struct dlock_mode *mode,
+                          const struct dlock_uri *uri, const char *name,
+                          uint32_t n, uint64_t *ns_out, char *err,
+                          size_t errlen)
+{
+    static const char owner[] = "00000000-0000-4000-8000-000000000000:1";
+    struct pg_conf cf;
+    char key[65], buf[320];
+    const char *sql;
+    uint8_t d[32];
+    PGresult *r = NULL;
+    PGconn *c;
+    int rc;
+
+    if ((c = side_open(mode, uri, &cf, err, errlen, &rc)) == NULL)
+        return rc;
+    if ((sql = fence_sql(&cf, buf, sizeof buf)) == NULL) {
+        PQfinish(c);
+        dlock__pg_conf_free(&cf);
+        return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
+                            "fence: mode %s takes its fence in its claim",
+                            mode->name);
+    }
+    dlock__pg_digest(&cf, name, strlen(name), d);
+    dlock__pg_digest_key(&cf, d, key);
+    for (uint32_t i = 0; i < n; i++) {
+        struct pg_q q = {sql, 2, {key, owner}};
+        uint64_t t0 = dlock_now_ns();
+        if (floor_run(c, &q, 1, &r) != 0) {
+            PQclear(r);
+            return side_fail(c, &cf, "fence", err, errlen);
+        }
+        PQclear(r);
+        ns_out[i] = dlock_now_ns() - t0;
+    }
+    PQfinish(c);
+    dlock__pg_conf_free(&cf);
+    return DLOCK_OK;
+}
+
+/* The names at a time of one forget round trip. */
+#define FORGET_BATCH 64
+
+int dlock__pg_forget(const struct dlock_mode *mode,
+                     const struct dlock_uri *uri, const char *const *names,
+                     size_t n, char *err, size_t errlen)
+{
+    struct pg_conf cf;
+    char del[FORGET_BATCH][2][300], key[FORGET_BATCH][65];
+    struct pg_q q[FORGET_BATCH * 2];
+    PGresult *r = NULL;
+    PGconn *c;
+    int rc;
+
+    if ((c = side_open(mode, uri, &cf, err, errlen, &rc)) == NULL)
+        return rc;
+    for (size_t at = 0; at < n; at += FORGET_BATCH) {
+        int nq = 0;
+        for (size_t i = at; i < n && i < at + FORGET_BATCH; i++) {
+            size_t j = i - at;
+            uint8_t d[32];
+            bool rows = cf.mode->row_key;
+            bool adv = strcmp(mode->name, "advisory") == 0;
+            bool lease = strcmp(mode->name, "lease") == 0;
+
+            dlock__pg_digest(&cf, names[i], strlen(names[i]), d);
+            dlock__pg_digest_key(&cf, d, key[j]);
+            /* The lock's own row, or advisory's fence row. A lease row
+             * only when free: the bench's names are its own, but a lease
+             * outlives its holder's exit. */
+            if (rows || adv || lease) {
+                snprintf(del[j][0], sizeof del[j][0],
+                         "DELETE FROM \"%s\" WHERE key = %s%s", cf.table,
+                         rows ? "decode($1, 'hex')" : "$1::bigint",
+                         lease ? " AND (owner = '' OR expires_at <= now())"
+                               : "");
+                q[nq++] = (struct pg_q){del[j][0], 1, {key[j]}};
+            }
+            /* The tx modes' fence counter and holder (tx.c's SQL_FENCE).
+             * The bench's names are its own and never reused: a deleted
+             * counter row restarts the name's tokens in the epoch. */
+            if (!adv && !lease)
+                q[nq++] = (struct pg_q){
+                    "DELETE FROM dlock_fence_holders WHERE key = $1", 1,
+                    {key[j]}};
+        }
+        if (nq > 0 && floor_run(c, q, nq, &r) != 0) {
+            PQclear(r);
+            return side_fail(c, &cf, "forget", err, errlen);
+        }
+        PQclear(r);
+        r = NULL;
+    }
+    PQfinish(c);
+    dlock__pg_conf_free(&cf);
+    return DLOCK_OK;
 }

@@ -2,7 +2,7 @@
  * inspect.c: describing a name without taking it. The frame every mode's
  * inspect shares (run the mode's inspect statement for the name's key), and
  * the whole inspect of both advisory modes, which look at pg_locks
- * (DLOCK__PG_LOCKS_INSPECT in pg.h). The row modes read their own rows in
+ * (DLOCK__PG_LOCKS_INSPECT in pg.h), permit holders included. The row modes read their own rows in
  * their files (tx.c, lease.c).
  */
 #include <stdio.h>
@@ -34,12 +34,33 @@ int dlock__pg_inspect(struct dlock_session *ds, const char *name,
     return rc;
 }
 
+void dlock__pg_permits_read(const char *list, const char *what,
+                            dlock_state *out)
+{
+    int n = 1;
+
+    for (const char *p = list; *p != '\0'; p++)
+        n += *p == ' ';
+    out->held = 1;
+    out->waiters = -1; /* permit waiters LISTEN: the server cannot count
+                          them */
+    snprintf(out->owner, sizeof out->owner, "(%d permit holder%s%s: %s)", n,
+             n > 1 ? "s" : "", what, list);
+}
+
 /* Holders, waiters, the exclusive holder's owner id, the fence
- * (DLOCK__PG_LOCKS_INSPECT). */
+ * (DLOCK__PG_LOCKS_INSPECT), and in mode advisory the permit holders. */
 static void locks_read(const PGresult *r, dlock_state *out)
 {
     long granted = atol(PQgetvalue(r, 0, 0));
 
+    if (!PQgetisnull(r, 0, 3))
+        out->fence = dlock__pg_u64(r, 0, 3);
+    if (PQnfields(r) > 4 && !PQgetisnull(r, 0, 4)) {
+        /* pg_locks knows server processes, not dlock's owner ids */
+        dlock__pg_permits_read(PQgetvalue(r, 0, 4), ", server pids", out);
+        return;
+    }
     out->held = granted > 0;
     out->waiters = atoi(PQgetvalue(r, 0, 1));
     if (granted > 0 && PQgetisnull(r, 0, 2))
@@ -47,8 +68,6 @@ static void locks_read(const PGresult *r, dlock_state *out)
                  granted, granted > 1 ? "s" : "");
     else if (granted == 1)
         snprintf(out->owner, sizeof out->owner, "%s", PQgetvalue(r, 0, 2));
-    if (!PQgetisnull(r, 0, 3))
-        out->fence = dlock__pg_u64(r, 0, 3);
 }
 
 int dlock__pg_inspect_locks(struct dlock_session *ds, const char *name,

@@ -1,5 +1,6 @@
 /*
- * listen.c: lease-mode waiters are woken by NOTIFY, not by polling.
+ * listen.c: waiters of lease locks and of advisory permits are woken by
+ * NOTIFY, not by polling.
  *
  * Each client gets, on the first wait(), one extra connection and one
  * thread that owns it. Waiters ask for a channel ("dlock_<16 hex digits of
@@ -24,8 +25,10 @@
  * mutex and a hash lookup per lease acquire once the listener runs.
  *
  * The listener belongs to the client context (postgres.c starts and stops
- * it); lease.c is its only user. It connects with conn.c's
- * dlock__pg_connect_raw() and calls nothing above conn.c.
+ * it); lease.c and advisory.c (permits) use it, through
+ * dlock__pg_listen_note() before an attempt and dlock__pg_wait() as their
+ * mode's wait(). It connects with conn.c's dlock__pg_connect_raw() and
+ * calls nothing above conn.c.
  *
  * Divisions: channels; the thread; what the client and waiters call.
  */
@@ -340,6 +343,26 @@ int dlock__pg_listen_wait(struct dlock_session *s, struct pg_listener *ln,
     c->last_used = dlock_now_ms();
     pthread_mutex_unlock(&ln->mu);
     return DLOCK_OK;
+}
+
+void dlock__pg_listen_note(struct pg_session *s, uint64_t key)
+{
+    s->seen_key = key;
+    s->seen_valid = dlock__pg_listen_seq(&s->x->ln, key, &s->seen_seq);
+}
+
+int dlock__pg_wait(struct dlock_session *ds, const struct dlock_request *req,
+                   uint32_t max_ms)
+{
+    struct pg_session *s = (struct pg_session *)ds;
+    uint8_t d[32];
+    uint64_t k;
+
+    dlock__pg_digest(s->cf, req->name, req->name_len, d);
+    k = dlock__pg_key64(d);
+    return dlock__pg_listen_wait(&s->base, &s->x->ln, k,
+                                 s->seen_valid && s->seen_key == k,
+                                 s->seen_seq, max_ms);
 }
 
 void dlock__pg_listen_stop(struct pg_listener *ln)

@@ -7,15 +7,19 @@
  *
  *   postgres.c   the backend table: parameters, the client context,
  *                sessions' open and close, the list of modes
- *   advisory.c   mode advisory: session advisory locks
+ *   advisory.c   mode advisory: session advisory locks, and permits of
+ *                semaphores as N slot keys
  *   tx.c         modes advisory_xact and for_update: a lock held by an
  *                open transaction
  *   lease.c      mode lease: a lease row, NOTIFY on release
+ *   fence.c      the fence source of advisory, advisory_xact and
+ *                for_update: unlogged counters and a durable epoch
  *   bound.c      what the three connection-bound modes share: renewal by
  *                one round trip, release on a lost connection, the
  *                server-side silence limit and lock_timeout texts
  *   inspect.c    inspect's frame, and the pg_locks view of both advisory
  *                modes
+ *   latch.c      count-down latches (every mode): a row, NOTIFY at zero
  *   floor.c      the raw floor of `dlock bench` (bare libpq)
  *   listen.c     the per-client LISTEN connection and its thread
  *   schema.c     creating a mode's table on first use; dlock__pg_run
@@ -41,9 +45,9 @@ struct pg_session;
 #define PG_KW_MAX 64
 /* Statements of one mode (its own numbering), and its DDL statements. */
 #define PG_SQL_MAX 10
-#define PG_DDL_MAX 3
-/* Statements in one round trip at most. */
-#define PG_MAXQ 5
+#define PG_DDL_MAX 6
+/* Statements in one round trip at most (the DDL lock and the DDL). */
+#define PG_MAXQ 7
 /* dlock__pg_exec's result when a statement failed on a healthy
  * connection. */
 #define PG_SQLERR 1
@@ -84,7 +88,8 @@ struct pg_mode {
 /* The pg_locks view of an advisory key, for both advisory modes' inspect:
  * holders, waiters and OWNER, the owner id recorded for the key when one
  * holder has it exclusively (the 64-bit key split into classid and objid),
- * with FENCE as the last column. dlock__pg_inspect_locks()
+ * then FENCE: the fence column, and in mode advisory a fifth, the server
+ * processes holding permits of the name. dlock__pg_inspect_locks()
  * reads it. */
 #define DLOCK__PG_LOCKS_INSPECT(FENCE, OWNER)                               \
     "SELECT count(*) FILTER (WHERE l.granted),"                             \
@@ -134,8 +139,8 @@ enum { PG_CHAN_WANT, PG_CHAN_SENT, PG_CHAN_ACTIVE };
 
 #define PG_CHAN_BUCKETS 64
 
-/* The per-client LISTEN connection that wakes lease-mode waiters
- * (listen.c). */
+/* The per-client LISTEN connection that wakes waiters of lease locks and
+ * advisory permits (listen.c). */
 struct pg_listener {
     const struct pg_conf *cf;
     atomic_bool listening; /* the listener thread was started */
@@ -173,7 +178,8 @@ struct pg_session {
     size_t ngrants;      /* connection-bound grants living on conn */
     char why[256];       /* the last connection failure, one line */
     char fatal[160];     /* a FATAL the server sent while we were idle */
-    /* lease: the listener's count for the channel of the last attempt */
+    /* lease, advisory permits: the listener's count for the channel of
+     * the last attempt (dlock__pg_listen_note) */
     uint64_t seen_key, seen_seq;
     bool seen_valid;
     /* The statements now run are a native wait: dlock__pg_exec watches
@@ -187,7 +193,7 @@ struct pg_session {
 struct pg_q {
     const char *sql;
     int n;
-    const char *v[5];
+    const char *v[7]; /* a lease permit has the most */
 };
 
 /* What one round trip brought back. */
@@ -225,6 +231,10 @@ void dlock__pg_channel_name(char out[24], uint64_t key);
 void dlock__pg_oneline(char *dst, size_t cap, const char *src);
 /* The deadline of one call: now + timeout=, or INT64_MAX. */
 int64_t dlock__pg_deadline(const struct pg_conf *cf);
+/* Where a permit's search over n slots begins: anywhere, so contenders
+ * spread over the slots instead of all trying slot 0 first (the count is
+ * safe whatever the start). */
+uint32_t dlock__pg_first_slot(uint32_t n);
 
 /* ---- conn.c ---- */
 
@@ -270,11 +280,25 @@ int dlock__pg_schema_q(const struct pg_conf *cf, struct pg_q *q);
  * try once more. A failure to create it comes back as its DLOCK_ code. */
 int dlock__pg_run(struct pg_session *s, const struct pg_q *q, int nq,
                   int64_t deadline, struct pg_res *res);
+/* The same with other CREATE statements than the mode's (NULL-terminated;
+ * what names them in a failure). */
+int dlock__pg_run_ddl(struct pg_session *s, const char *const *ddl,
+                      const char *what, const struct pg_q *q, int nq,
+                      int64_t deadline, struct pg_res *res);
 
 /* ---- listen.c ---- */
 
 void dlock__pg_listen_init(struct pg_listener *ln, const struct pg_conf *cf);
 void dlock__pg_listen_stop(struct pg_listener *ln);
+/* Before an attempt on the name whose channel is key's: note the
+ * channel's notification count in s, so the wait() after a busy attempt
+ * returns at a release announced since [B-WAIT-1]. */
+void dlock__pg_listen_note(struct pg_session *s, uint64_t key);
+/* The wait() of a mode whose releases NOTIFY the channel of the name's key
+ * (lease, advisory permits): dlock__pg_listen_wait with what
+ * dlock__pg_listen_note saw. */
+int dlock__pg_wait(struct dlock_session *ds, const struct dlock_request *req,
+                   uint32_t max_ms);
 /*
  * If the channel of key is being listened to, store its notification count
  * in *seq and return true. Lease acquire() calls this just before its
@@ -291,6 +315,40 @@ bool dlock__pg_listen_seq(struct pg_listener *ln, uint64_t key,
 int dlock__pg_listen_wait(struct dlock_session *s, struct pg_listener *ln,
                           uint64_t key, bool have_seq, uint64_t seq,
                           uint32_t max_ms);
+
+/* ---- fence.c ---- */
+
+/* The fence source's tables (fence.c), for a mode's ddl: the durable
+ * epoch (one row, created at 0: the first bump makes it 1) and the
+ * unlogged marker. A mode adds its unlogged counter table, whose rows
+ * have the name's key, e (bigint, NULL until an epoch is known), n and
+ * owner. */
+#define DLOCK__PG_FENCE_DDL_EPOCH                                           \
+    "CREATE TABLE IF NOT EXISTS dlock_fence_epoch (id int PRIMARY KEY"      \
+    " CHECK (id = 1), epoch bigint NOT NULL)"
+#define DLOCK__PG_FENCE_DDL_EPOCH_ROW                                       \
+    "INSERT INTO dlock_fence_epoch VALUES (1, 0) ON CONFLICT DO NOTHING"
+#define DLOCK__PG_FENCE_DDL_MARKER                                          \
+    "CREATE UNLOGGED TABLE IF NOT EXISTS dlock_fence_marker (id int"        \
+    " PRIMARY KEY CHECK (id = 1), epoch bigint NOT NULL)"
+/* The marker's epoch, for the e of a name's first row. */
+#define DLOCK__PG_FENCE_EPOCH                                               \
+    "(SELECT epoch FROM dlock_fence_marker WHERE id = 1)"
+/* A fence of the counter row's e and n, as SQL (NULL without an epoch),
+ * for inspect. */
+#define DLOCK__PG_FENCE_OF(E, N) "(" E " << 40 | " N ")"
+
+/*
+ * Turn a drawn counter into a fence: r (may be NULL: draw first) answered
+ * e in column ecol and n in ncol. A value without an epoch, or a full
+ * counter, is discarded: run the bump transaction (a synchronous commit),
+ * with mend (the mode's UPDATE of its counter rows: $1 forced, $2 key),
+ * then draw again with draw (answering e, n), a few times at most.
+ * DLOCK_OK with *out, or the failure's code with err filled.
+ */
+int dlock__pg_fence(struct pg_session *s, const PGresult *r, int ecol,
+                    int ncol, const struct pg_q *draw, const char *mend,
+                    const char *key, uint64_t *out, char *err, size_t errlen);
 
 /* ---- bound.c ---- */
 
@@ -321,6 +379,11 @@ int dlock__pg_bound_release(struct pg_session *s,
                             int (*check)(struct pg_session *s,
                                          PGresult *r));
 
+/* ---- latch.c ---- */
+
+/* Count-down latches: a row in dlock_latches, NOTIFY at zero. */
+extern const struct dlock_latch_ops dlock__pg_latch;
+
 /* ---- inspect.c ---- */
 
 /* Run the mode's inspect statement for name's key, and let read fill out
@@ -328,6 +391,10 @@ int dlock__pg_bound_release(struct pg_session *s,
 int dlock__pg_inspect(struct dlock_session *ds, const char *name,
                       size_t len, dlock_state *out,
                       void (*read)(const PGresult *r, dlock_state *out));
+/* A name whose permits are held: list has one word per holder (what says
+ * what they are, e.g. ", server pids", or ""); held, waiters unknown. */
+void dlock__pg_permits_read(const char *list, const char *what,
+                            dlock_state *out);
 /* inspect of both advisory modes (DLOCK__PG_LOCKS_INSPECT). */
 int dlock__pg_inspect_locks(struct dlock_session *ds, const char *name,
                             size_t len, dlock_state *out);
@@ -361,6 +428,21 @@ int dlock__pg_floor(const struct dlock_uri *uri, const struct pg_mode *mode,
                                  struct pg_floor_plan *p),
                     const char *name, uint32_t n, uint64_t *ns_out,
                     char *err, size_t errlen);
+/* The floor of advisory, advisory_xact and for_update: the bare lock
+ * (floor.c's header says which statements), no fence. */
+int dlock__pg_floor_bare(const struct dlock_uri *uri,
+                         const struct pg_mode *mode, const char *name,
+                         uint32_t n, uint64_t *ns_out, char *err,
+                         size_t errlen);
+/* dlock_mode.fence_floor and .forget of the modes (mode is the base of a
+ * struct pg_mode). */
+int dlock__pg_fence_floor(const struct dlock_mode *mode,
+                          const struct dlock_uri *uri, const char *name,
+                          uint32_t n, uint64_t *ns_out, char *err,
+                          size_t errlen);
+int dlock__pg_forget(const struct dlock_mode *mode,
+                     const struct dlock_uri *uri, const char *const *names,
+                     size_t n, char *err, size_t errlen);
 
 /* ---- the modes ---- */
 

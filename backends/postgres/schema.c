@@ -4,7 +4,7 @@
  * statement finds its table missing.
  *
  * The CREATE statements are the mode's (struct pg_mode's ddl, printed by
- * conf.c); running them is conn.c's.
+ * conf.c), or the latches' table (latch.c); running them is conn.c's.
  */
 #include <string.h>
 
@@ -15,15 +15,21 @@
  * which PostgreSQL keeps apart from this one. */
 #define PG_DDL_KEY "1684828003, 1801741420"
 
-int dlock__pg_schema_q(const struct pg_conf *cf, struct pg_q *q)
+/* The DDL lock, then the NULL-terminated statements of ddl, into q. */
+static int ddl_q(const char *const *ddl, struct pg_q *q)
 {
     int nq = 0;
 
     q[nq++] = (struct pg_q){"SELECT pg_advisory_xact_lock(" PG_DDL_KEY ")",
                             0, {NULL}};
-    for (int i = 0; i < PG_DDL_MAX && cf->ddl[i] != NULL; i++)
-        q[nq++] = (struct pg_q){cf->ddl[i], 0, {NULL}};
+    for (int i = 0; i < PG_DDL_MAX && ddl[i] != NULL; i++)
+        q[nq++] = (struct pg_q){ddl[i], 0, {NULL}};
     return nq;
+}
+
+int dlock__pg_schema_q(const struct pg_conf *cf, struct pg_q *q)
+{
+    return ddl_q((const char *const *)cf->ddl, q);
 }
 
 /*
@@ -34,11 +40,12 @@ int dlock__pg_schema_q(const struct pg_conf *cf, struct pg_q *q)
  * table at the same moment shows up as that error (or 42P07), which means
  * the table now exists: go again, and IF NOT EXISTS skips what is there.
  */
-static int pg_ensure_schema(struct pg_session *s, int64_t deadline)
+static int pg_ensure_schema(struct pg_session *s, const char *const *ddl,
+                            const char *what, int64_t deadline)
 {
     struct pg_q q[PG_DDL_MAX + 1];
     struct pg_res res;
-    int nq = dlock__pg_schema_q(s->cf, q), rc = DLOCK_OK;
+    int nq = ddl_q(ddl, q), rc = DLOCK_OK;
 
     for (int attempt = 0; attempt < 3; attempt++) {
         rc = dlock__pg_exec(s, q, nq, deadline, &res);
@@ -48,20 +55,27 @@ static int pg_ensure_schema(struct pg_session *s, int64_t deadline)
             continue; /* created by someone else just now */
         }
         if (rc == PG_SQLERR)
-            rc = dlock__pg_sqlfail(s, DLOCK_ERROR, "creating the lock table",
-                                   &res);
+            rc = dlock__pg_sqlfail(s, DLOCK_ERROR, what, &res);
         dlock__pg_res_clear(&res);
         return rc;
     }
     return dlock_session_error(&s->base, DLOCK_ERROR,
-                               "creating the lock table: it kept being "
-                               "created concurrently");
+                               "%s: it kept being created concurrently",
+                               what);
 }
 
 /* Besides dlock__pg_exec's results, a failure to create the table comes
  * back as its DLOCK_ code: callers return any negative result. */
 int dlock__pg_run(struct pg_session *s, const struct pg_q *q, int nq,
                   int64_t deadline, struct pg_res *res)
+{
+    return dlock__pg_run_ddl(s, (const char *const *)s->cf->ddl,
+                             "creating the lock table", q, nq, deadline, res);
+}
+
+int dlock__pg_run_ddl(struct pg_session *s, const char *const *ddl,
+                      const char *what, const struct pg_q *q, int nq,
+                      int64_t deadline, struct pg_res *res)
 {
     int rc = dlock__pg_exec(s, q, nq, deadline, res);
 
@@ -71,7 +85,7 @@ int dlock__pg_run(struct pg_session *s, const struct pg_q *q, int nq,
         return rc;
     dlock__pg_res_clear(res);
     dlock__pg_rollback(s);
-    if ((rc = pg_ensure_schema(s, deadline)) != DLOCK_OK)
+    if ((rc = pg_ensure_schema(s, ddl, what, deadline)) != DLOCK_OK)
         return rc;
     return dlock__pg_exec(s, q, nq, deadline, res);
 }

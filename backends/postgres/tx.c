@@ -16,15 +16,20 @@
  * a name maps to (struct pg_mode's row_key): each has its own mode object
  * below.
  *
- * Fences. Nothing in the lock's own transaction is durable before the
- * release commits it, so a fence taken there (a counter row, or nextval(),
- * whose advance is in the WAL only once something flushes it) can be
- * handed out again after a server crash (the history checker found
- * exactly that). So the fence is committed over the client's own
- * autocommitted connection, after the lock is held, with
- * synchronous_commit on: nextval() of dlock_fence_seq with txid_current(),
- * which gives the transaction an id, without which PostgreSQL does not
- * flush at commit. One more round trip per acquire.
+ * Fences. The lock's own transaction commits only at the release, and a
+ * counter row updated there would keep a second shared holder waiting for
+ * the first's row lock. So the fence is drawn over the client's own
+ * autocommitted connection, after the lock is held, from the name's
+ * unlogged counter row in dlock_fence_holders (fence.c: a commit that
+ * waits for no disk, and an epoch that a crash moves up). One more round
+ * trip per acquire, but no flush. (An earlier version committed
+ * nextval() of a logged sequence with synchronous_commit on: one WAL
+ * flush per acquire.)
+ *
+ * The lock's transaction writes nothing a crash must keep: the lock dies
+ * with the server anyway. It commits with synchronous_commit off, so
+ * for_update's release does not wait for the flush of the WAL record its
+ * row lock wrote (advisory_xact's writes no WAL at all).
  *
  * It leaves the round trips of renewal and release (and what a lost
  * connection means for them) to bound.c, advisory_xact's inspect to
@@ -42,15 +47,13 @@
 /* ---- SQL --------------------------------------------------------------- */
 
 /* Indexes of the modes' statements in pg_conf.sql (printed with the table
- * name); each shared variant follows its exclusive one. TX_OWNER,
- * TX_FENCE_ROW, TX_INSERT_ROW and the turnstile are for_update's alone. */
+ * name); each shared variant follows its exclusive one. TX_INSERT_ROW and
+ * the turnstile are for_update's alone. */
 enum {
     TX_TRY,
     TX_TRY_SH,
     TX_WAIT,
     TX_WAIT_SH,
-    TX_OWNER,
-    TX_FENCE_ROW,
     TX_INSERT_ROW,
     TX_TURN,
     TX_TURN_SH
@@ -72,27 +75,39 @@ enum {
 
 /* The wait's limit, and the keepalives and the silence limit
  * [B-BOUND-1] (bound.c), all local to the transaction, which is exactly the
- * lock's life. */
+ * lock's life; then (not for the floor, the bare lock) a commit that does
+ * not wait for the disk (see the top). */
+#define SQL_SET_TX_LIMITS                                                   \
+    "SELECT set_config('lock_timeout', $1, true),"                          \
+    " set_config('tcp_keepalives_idle', $2, true),"                         \
+    " set_config('tcp_keepalives_interval', $3, true),"                     \
+    " set_config('tcp_keepalives_count', $4, true),"                        \
+    " set_config('idle_in_transaction_session_timeout', $5, true)"
 static const char SQL_SET_TX[] =
-    "SELECT set_config('lock_timeout', $1, true),"
-    " set_config('tcp_keepalives_idle', $2, true),"
-    " set_config('tcp_keepalives_interval', $3, true),"
-    " set_config('tcp_keepalives_count', $4, true),"
-    " set_config('idle_in_transaction_session_timeout', $5, true)";
+    SQL_SET_TX_LIMITS ", set_config('synchronous_commit', 'off', true)";
 static const char SQL_ONE[] = "SELECT 1";
 /* The fence, and who took it (an exclusive holder's owner id, "" for a
- * shared one), committed together in dlock_holders for inspect: the lock
+ * shared one), in the name's counter row for inspect: the lock
  * transaction's own writes are invisible to others until it ends, and
  * pg_locks knows only the server process. While the lock is held
  * exclusively, its holder is the last to have taken a fence. */
 static const char SQL_FENCE[] =
-    "INSERT INTO dlock_holders AS h (key, owner, fence)"
-    " VALUES ($1, $2, nextval('dlock_fence_seq'))"
-    " ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner,"
-    " fence = EXCLUDED.fence RETURNING h.fence, txid_current()";
+    "INSERT INTO dlock_fence_holders AS h (key, e, n, owner)"
+    " VALUES ($1, " DLOCK__PG_FENCE_EPOCH ", 1, $2)"
+    " ON CONFLICT (key) DO UPDATE SET n = h.n + 1,"
+    " owner = EXCLUDED.owner RETURNING h.e, h.n";
+/* A bump's mending of the counters (fence.c). */
+static const char SQL_MEND[] =
+    "UPDATE dlock_fence_holders SET e = " DLOCK__PG_FENCE_EPOCH ", n = 0"
+    " WHERE e IS NULL OR ($1::bool AND key = $2)";
 #define SQL_HOLDERS_DDL                                                     \
-    "CREATE TABLE IF NOT EXISTS dlock_holders (key text PRIMARY KEY,"       \
-    " owner text NOT NULL, fence bigint NOT NULL)"
+    "CREATE UNLOGGED TABLE IF NOT EXISTS dlock_fence_holders (key text"     \
+    " PRIMARY KEY, e bigint, n bigint NOT NULL, owner text NOT NULL)"
+/* Every table the fences need, for both modes' ddl. */
+#define TX_FENCE_DDL                                                        \
+    DLOCK__PG_FENCE_DDL_EPOCH, DLOCK__PG_FENCE_DDL_EPOCH_ROW,               \
+        DLOCK__PG_FENCE_DDL_MARKER, SQL_HOLDERS_DDL
+#define TX_FENCE_OF DLOCK__PG_FENCE_OF("h.e", "h.n")
 
 /* ---- the fence connection ---------------------------------------------- */
 
@@ -101,7 +116,6 @@ static int tx_fence(struct pg_session *s, const char *key,
                     const char *owner, uint64_t *out)
 {
     struct pg_ctx *x = s->x;
-    struct pg_res res;
     char err[512] = "";
     int rc = DLOCK_ECONNECT;
 
@@ -125,17 +139,8 @@ static int tx_fence(struct pg_session *s, const char *key,
             }
             x->fence = fs;
         }
-        rc = dlock__pg_run(fs, &q, 1, dlock__pg_deadline(&x->cf), &res);
-        if (rc == DLOCK_OK)
-            *out = dlock__pg_u64(res.r[0], 0, 0);
-        else if (rc == PG_SQLERR)
-            rc = dlock_errorf(err, sizeof err, DLOCK_ERROR, "%s (SQLSTATE %s)",
-                              PQresultErrorField(res.r[res.failed],
-                                                 PG_DIAG_MESSAGE_PRIMARY),
-                              res.state);
-        else
-            snprintf(err, sizeof err, "%s", fs->why);
-        dlock__pg_res_clear(&res);
+        rc = dlock__pg_fence(fs, NULL, 0, 1, &q, SQL_MEND, key, out, err,
+                             sizeof err);
         if (rc != DLOCK_ECONNECT)
             break;
         /* A reply lost with the connection may have taken a value: once
@@ -205,9 +210,6 @@ static int tx_acquire(struct dlock_session *ds,
         lockq = nq;
         q[nq++] = (struct pg_q){cf->sql[(deadline ? TX_WAIT : TX_TRY) + sh],
                                 1, {key}};
-        /* for_update's exclusive holder names itself in the row. */
-        if (rows && !sh)
-            q[nq++] = (struct pg_q){cf->sql[TX_OWNER], 2, {key, req->owner}};
 
         s->waiting = deadline != 0;
         rc = dlock__pg_run(s, q, nq, dlock__pg_wait_deadline(cf, deadline),
@@ -282,19 +284,10 @@ static int tx_release(struct dlock_session *ds,
                       const struct dlock_request *req, struct dlock_grant *g)
 {
     struct pg_session *s = (struct pg_session *)ds;
-    const struct pg_conf *cf = s->cf;
-    char key[65], fence[24];
-    struct pg_q q[2];
-    int nq = 0;
+    struct pg_q q = {"COMMIT", 0, {NULL}};
 
-    if (cf->mode->row_key && req->kind != DLOCK_KIND_SHARED) {
-        /* The row shows this holding's fence to inspect from now on. */
-        dlock__pg_name_key(cf, req->name, req->name_len, key);
-        snprintf(fence, sizeof fence, "%llu", (unsigned long long)g->fence);
-        q[nq++] = (struct pg_q){cf->sql[TX_FENCE_ROW], 2, {key, fence}};
-    }
-    q[nq++] = (struct pg_q){"COMMIT", 0, {NULL}};
-    return dlock__pg_bound_release(s, g, q, nq, "commit", tx_committed);
+    (void)req;
+    return dlock__pg_bound_release(s, g, &q, 1, "commit", tx_committed);
 }
 
 /* The transaction that holds the lock must still be open. */
@@ -320,7 +313,8 @@ static void fu_read(const PGresult *r, dlock_state *out)
 {
     out->held = 0;
     if (PQntuples(r) > 0) {
-        out->fence = dlock__pg_u64(r, 0, 0);
+        if (!PQgetisnull(r, 0, 0))
+            out->fence = dlock__pg_u64(r, 0, 0);
         if (!PQgetisnull(r, 0, 3)) {
             out->held = 1;
             /* Who took the last fence (SQL_FENCE): "" for shared. */
@@ -340,36 +334,18 @@ static int fu_inspect(struct dlock_session *ds, const char *name, size_t len,
 
 /* ---- the floor --------------------------------------------------------- */
 
-static void tx_floor_plan(const struct pg_conf *cf,
-                          const struct pg_floor_keys *k,
-                          struct pg_floor_plan *p)
-{
-    bool rows = cf->mode->row_key;
-
-    if (rows)
-        p->setup[p->nsetup++] = (struct pg_q){cf->sql[TX_INSERT_ROW], 3,
-                                              {k->hex, cf->ns, k->name}};
-    p->take[p->ntake++] = (struct pg_q){"BEGIN", 0, {NULL}};
-    p->take[p->ntake++] = (struct pg_q){SQL_SET_TX, 5,
-                                        {"0", cf->ka_idle, cf->ka_interval,
-                                         cf->ka_count, "0"}};
-    p->take[p->ntake++] = (struct pg_q){cf->sql[TX_TRY], 1,
-                                        {rows ? k->hex : k->key}};
-    p->give = (struct pg_q){"COMMIT", 0, {NULL}};
-}
-
 static int xact_floor(const struct dlock_uri *uri, const char *name,
                       uint32_t n, uint64_t *ns_out, char *err, size_t errlen)
 {
-    return dlock__pg_floor(uri, &dlock__pg_mode_advisory_xact,
-                           tx_floor_plan, name, n, ns_out, err, errlen);
+    return dlock__pg_floor_bare(uri, &dlock__pg_mode_advisory_xact, name, n,
+                                ns_out, err, errlen);
 }
 
 static int fu_floor(const struct dlock_uri *uri, const char *name,
                     uint32_t n, uint64_t *ns_out, char *err, size_t errlen)
 {
-    return dlock__pg_floor(uri, &dlock__pg_mode_for_update, tx_floor_plan,
-                           name, n, ns_out, err, errlen);
+    return dlock__pg_floor_bare(uri, &dlock__pg_mode_for_update, name, n,
+                                ns_out, err, errlen);
 }
 
 /* ---- the modes --------------------------------------------------------- */
@@ -377,7 +353,7 @@ static int fu_floor(const struct dlock_uri *uri, const char *name,
 #define TX_CAPS                                                             \
     (DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |                      \
      DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |  \
-     DLOCK_CAP_SHARED | DLOCK_CAP_FENCING)
+     DLOCK_CAP_SHARED | DLOCK_CAP_FENCING | DLOCK_CAP_LATCH)
 
 /* The fence comes from the sequence, over the fence connection. */
 const struct pg_mode dlock__pg_mode_advisory_xact = {
@@ -393,27 +369,29 @@ const struct pg_mode dlock__pg_mode_advisory_xact = {
         .release = tx_release,
         .inspect = dlock__pg_inspect_locks,
         .floor = xact_floor,
+        .latch = &dlock__pg_latch,
+        .fence_floor = dlock__pg_fence_floor, .forget = dlock__pg_forget,
     },
-    .no_table = "its fencing tokens come from the sequence dlock_fence_seq",
+    .no_table = "its fencing tokens come from the table dlock_fence_holders",
     .sql = {
         [TX_TRY] = "SELECT pg_try_advisory_xact_lock($1::bigint)",
         [TX_TRY_SH] = "SELECT pg_try_advisory_xact_lock_shared($1::bigint)",
         [TX_WAIT] = "SELECT pg_advisory_xact_lock($1::bigint)",
         [TX_WAIT_SH] = "SELECT pg_advisory_xact_lock_shared($1::bigint)",
     },
-    .ddl = {"CREATE SEQUENCE IF NOT EXISTS dlock_fence_seq", SQL_HOLDERS_DDL,
-            NULL},
+    .ddl = {TX_FENCE_DDL, NULL},
     .inspect = DLOCK__PG_LOCKS_INSPECT(
-        "(SELECT fence FROM dlock_holders WHERE key = $1::text)",
-        "(SELECT owner FROM dlock_holders WHERE key = $1::text)"),
+        "(SELECT " TX_FENCE_OF " FROM dlock_fence_holders h"
+        " WHERE h.key = $1::text)",
+        "(SELECT owner FROM dlock_fence_holders WHERE key = $1::text)"),
 };
 
-/* Exclusive holders name themselves in the row when they take it and
- * record their fence there at the release, both visible once committed;
- * the fence comes from the sequence, over the fence connection. A row
- * locked by a running transaction carries that
- * transaction's id in xmax, which pg_stat_activity shows: inspect's
- * holder. */
+/* The fence and the exclusive holder's owner id are in the name's counter
+ * row (SQL_FENCE), drawn over the fence connection; the lock row's own
+ * owner, fence and locked_at columns are no longer written (the release
+ * would have to commit them). A row locked by a running transaction
+ * carries that transaction's id in xmax, which pg_stat_activity shows:
+ * inspect's holder. */
 const struct pg_mode dlock__pg_mode_for_update = {
     .pub = {
         .name = "for_update",
@@ -427,6 +405,8 @@ const struct pg_mode dlock__pg_mode_for_update = {
         .release = tx_release,
         .inspect = fu_inspect,
         .floor = fu_floor,
+        .latch = &dlock__pg_latch,
+        .fence_floor = dlock__pg_fence_floor, .forget = dlock__pg_forget,
     },
     .table = "dlock_locks",
     .row_key = true,
@@ -439,24 +419,20 @@ const struct pg_mode dlock__pg_mode_for_update = {
                     " FOR UPDATE",
         [TX_WAIT_SH] = "SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
                        " FOR SHARE",
-        [TX_OWNER] = "UPDATE {t} SET owner = $2, locked_at = now()"
-                     " WHERE key = decode($1, 'hex')",
-        [TX_FENCE_ROW] = "UPDATE {t} SET fence = $2::bigint"
-                         " WHERE key = decode($1, 'hex')",
         [TX_INSERT_ROW] = "INSERT INTO {t} (key, namespace, name)"
                           " VALUES (decode($1, 'hex'), $2, $3)"
                           " ON CONFLICT (key) DO NOTHING",
         [TX_TURN] = "SELECT pg_advisory_xact_lock($1::bigint)",
         [TX_TURN_SH] = "SELECT pg_advisory_xact_lock_shared($1::bigint)",
     },
-    .ddl = {"CREATE SEQUENCE IF NOT EXISTS dlock_fence_seq",
-            "CREATE TABLE IF NOT EXISTS {t} (key bytea PRIMARY KEY,"
+    /* owner, fence and locked_at: written by earlier versions only. */
+    .ddl = {"CREATE TABLE IF NOT EXISTS {t} (key bytea PRIMARY KEY,"
             " namespace text NOT NULL, name text NOT NULL,"
             " owner text NOT NULL DEFAULT '',"
             " fence bigint NOT NULL DEFAULT 0, locked_at timestamptz)",
-            SQL_HOLDERS_DDL, NULL},
-    .inspect = "SELECT t.fence, t.owner, h.owner, a.pid"
+            TX_FENCE_DDL, NULL},
+    .inspect = "SELECT " TX_FENCE_OF ", t.owner, h.owner, a.pid"
                " FROM {t} t LEFT JOIN pg_stat_activity a"
-               " ON a.backend_xid = t.xmax LEFT JOIN dlock_holders h"
+               " ON a.backend_xid = t.xmax LEFT JOIN dlock_fence_holders h"
                " ON h.key = $1 WHERE t.key = decode($1, 'hex')",
 };

@@ -466,7 +466,9 @@ redisReply *dlock__rd_cluster_run(struct dlock__rd_session *rs, int which,
                                   const char *owner, size_t owner_len,
                                   const char *lease)
 {
-    const struct dlock__rd_script *sc = rs->m->script[which];
+    /* a permit's script when rs->keys are laid out for one */
+    const struct dlock__rd_script *sc =
+        rs->m->script[which = dlock__rd_script_of(&rs->keys, which)];
     unsigned slot = dlock__rd_cluster_slot(rs->keys.lock.p, rs->keys.lock.len);
     struct dlock__rd_cmd c;
     redisReply *r;
@@ -508,7 +510,6 @@ int dlock__rd_cluster_renew(struct dlock__rd_session *rs,
                             struct dlock_renewal *items, size_t n)
 {
     struct dlock__rd_cluster *cl = rs->cl;
-    const struct dlock__rd_script *sc = rs->m->script[RD_SC_RENEW];
     char lease[16];
     int code;
 
@@ -521,17 +522,20 @@ int dlock__rd_cluster_renew(struct dlock__rd_session *rs,
         for (size_t i = 0; i < n; i++) {
             const struct dlock_request *req = items[i].req;
             struct dlock__rd_cmd c;
-            if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+            int w; /* the lock's renewal, or a permit's */
+            if (dlock__rd_req_keys(rs, req) != 0)
                 return dlock_session_error(&rs->base, DLOCK_ENOMEM,
                                            "out of memory");
+            w = dlock__rd_script_of(&rs->keys, RD_SC_RENEW);
             if (cl->slot[dlock__rd_cluster_slot(rs->keys.lock.p,
                                                 rs->keys.lock.len)] != nd)
                 continue;
             if (rc == NULL && (rc = node_conn(rs, nd, &code)) == NULL)
                 break; /* left to the routed path below */
             snprintf(lease, sizeof lease, "%u", req->lease_ms);
-            dlock__rd_cmd_evalsha(&c, sc, rs->sha[RD_SC_RENEW], &rs->keys,
-                                  req->owner, req->owner_len, lease);
+            dlock__rd_cmd_evalsha(&c, rs->m->script[w], rs->sha[w],
+                                  &rs->keys, req->owner, req->owner_len,
+                                  lease);
             if (redisAppendCommandArgv(rc, c.argc, c.argv, c.lens) !=
                 REDIS_OK)
                 return dlock_session_error(&rs->base, DLOCK_ENOMEM,
@@ -567,7 +571,7 @@ int dlock__rd_cluster_renew(struct dlock__rd_session *rs,
         redisReply *r;
         if (items[i].result != CL_UNSENT)
             continue;
-        if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+        if (dlock__rd_req_keys(rs, req) != 0)
             return dlock_session_error(&rs->base, DLOCK_ENOMEM,
                                        "out of memory");
         snprintf(lease, sizeof lease, "%u", req->lease_ms);

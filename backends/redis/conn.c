@@ -174,8 +174,9 @@ redisContext *dlock__rd_connect(const struct dlock__rd_conf *cf,
 {
     struct timeval tv = tv_ms(timeout_ms);
     const char *what[4 + RD_SC_COUNT];
+    int slot[RD_SC_COUNT]; /* the RD_SC_* of each SCRIPT LOAD, in order */
     redisContext *rc;
-    int nreplies = 0, fd;
+    int nreplies = 0, nscripts = 0, fd;
     char dbs[16], tbuf[64], why[128];
 
     *code = DLOCK_ECONNECT;
@@ -212,9 +213,14 @@ redisContext *dlock__rd_connect(const struct dlock__rd_conf *cf,
         what[nreplies++] = "SELECT";
     }
     if (sha != NULL)
-        for (int i = 0; i < RD_SC_COUNT && m->script[i] != NULL; i++) {
+        for (int i = 0; i < RD_SC_COUNT; i++) {
+            if (m->script[i] == NULL) { /* a gap (hash: no queue) */
+                sha[i][0] = '\0';
+                continue;
+            }
             redisAppendCommand(rc, "SCRIPT LOAD %s", m->script[i]->lua);
             what[nreplies++] = "SCRIPT LOAD";
+            slot[nscripts++] = i;
         }
     if (info != NULL) {
         redisAppendCommand(rc, "INFO server");
@@ -272,8 +278,8 @@ redisContext *dlock__rd_connect(const struct dlock__rd_conf *cf,
                 redisFree(rc);
                 return NULL;
             }
-            memcpy(sha[script], r->str, 40);
-            sha[script++][40] = '\0';
+            memcpy(sha[slot[script]], r->str, 40);
+            sha[slot[script++]][40] = '\0';
         }
         freeReplyObject(r);
     }
@@ -351,7 +357,9 @@ redisReply *dlock__rd_run(struct dlock__rd_session *rs, int which,
                           const char *owner, size_t owner_len,
                           const char *lease)
 {
-    const struct dlock__rd_script *sc = rs->m->script[which];
+    /* a permit's script when rs->keys are laid out for one */
+    const struct dlock__rd_script *sc =
+        rs->m->script[which = dlock__rd_script_of(&rs->keys, which)];
     struct dlock__rd_cmd c;
     redisReply *r;
 

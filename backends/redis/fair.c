@@ -390,6 +390,7 @@ static int fair_floor(const struct dlock_uri *uri, const char *name,
                                   err, errlen);
 }
 
+
 const struct dlock__rd_mode dlock__rd_mode_fair = {
     .base = {.name = "fair",
              .summary = "Redisson's RFairLock queue (interoperates with "
@@ -398,7 +399,8 @@ const struct dlock__rd_mode dlock__rd_mode_fair = {
                         "clock=server)",
              .caps = DLOCK_CAP_LEASE | DLOCK_CAP_NATIVE_WAIT |
                      DLOCK_CAP_NOTIFY | DLOCK_CAP_FAIR | DLOCK_CAP_FENCING |
-                     DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW,
+                     DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW |
+                     DLOCK_CAP_LATCH,
              .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),
              .retry_min_ms = 5,
              .retry_max_ms = 1000,
@@ -406,7 +408,8 @@ const struct dlock__rd_mode dlock__rd_mode_fair = {
              .renew = dlock__rd_single_renew,
              .release = dlock__rd_single_release,
              .inspect = dlock__rd_inspect_single,
-             .floor = fair_floor},
+             .floor = fair_floor, .forget = dlock__rd_forget,
+             .latch = &dlock__rd_latch},
     .script = {&fair_acquire, &fair_release, &dlock__rd_hash_renew,
                &fair_queue, &fair_giveup},
     .keys = fair_keys,

@@ -2,8 +2,9 @@
  * keys.c: the buffers a name's keys are made in, and a script's EVALSHA
  * command built from those keys. How a mode lays out its keys is the
  * mode's (setnx.c, hash.c); which script runs and what it answers is the
- * caller's. Divisions: buffers; script commands.
+ * caller's. Divisions: buffers; a request's keys; script commands.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +67,38 @@ void dlock__rd_keys_free(struct dlock__rd_keys *k)
         k->timeouts.cap = 0;
 }
 
+/* ---- a request's keys ----------------------------------------------------------- */
+
+int dlock__rd_req_keys(struct dlock__rd_session *rs,
+                       const struct dlock_request *req)
+{
+    struct dlock__rd_keys *k = &rs->keys;
+
+    k->kind = req->kind == DLOCK_KIND_PERMIT   ? "p"
+              : req->kind == DLOCK_KIND_SHARED ? "r"
+              : rs->cf->prefer_writer          ? "W"
+                                               : "w";
+    snprintf(k->permits, sizeof k->permits, "%u",
+             req->kind == DLOCK_KIND_PERMIT ? req->permits : 1u);
+    return rs->m->keys(k, rs->cf, req->name, req->name_len);
+}
+
+int dlock__rd_script_of(const struct dlock__rd_keys *k, int which)
+{
+    if (k->kind == NULL || k->kind[0] != 'p')
+        return which;
+    switch (which) { /* a permit's own already stays */
+    case RD_SC_ACQUIRE:
+        return RD_SC_P_ACQUIRE;
+    case RD_SC_RELEASE:
+        return RD_SC_P_RELEASE;
+    case RD_SC_RENEW:
+        return RD_SC_P_RENEW;
+    default:
+        return which;
+    }
+}
+
 /* ---- script commands ------------------------------------------------------------ */
 
 void dlock__rd_cmd_evalsha(struct dlock__rd_cmd *c,
@@ -111,6 +144,9 @@ void dlock__rd_cmd_evalsha(struct dlock__rd_cmd *c,
             break;
         case RD_ARG_NOW:
             *a = k->now, *l = strlen(k->now);
+            break;
+        case RD_ARG_PERMITS:
+            *a = k->permits, *l = strlen(k->permits);
             break;
         default: /* RD_ARG_ZERO */
             *a = "0", *l = 1;

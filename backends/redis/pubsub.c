@@ -438,7 +438,7 @@ int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
     if (rs->x == NULL || !rs->x->ps.on || max_ms == 0)
         return DLOCK_OK;
     ps = &rs->x->ps;
-    if (rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len) != 0)
+    if (dlock__rd_req_keys(rs, req) != 0)
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     if (rs->cl != NULL && (ps = shard_for(rs)) == NULL)
         return DLOCK_OK; /* no master known or no memory: core retries */
@@ -471,18 +471,25 @@ int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
     pthread_mutex_unlock(&ps->mu);
 
     if (recheck) {
-        /* The release may have come before we were subscribed. */
+        /* The release may have come before we were subscribed. A
+         * semaphore's name holds its free permits (no TTL: core's pause
+         * already ends when the first lease does). */
         const struct dlock__rd_buf *lk = &rs->keys.lock;
+        bool permit = req->kind == DLOCK_KIND_PERMIT;
         redisReply *r = NULL;
         if (rs->cl == NULL ||
             dlock__rd_cluster_route(rs, lk->p, lk->len) == DLOCK_OK)
-            r = dlock__rd_command(rs->rc, "PTTL %b", lk->p, lk->len);
+            r = dlock__rd_command(rs->rc, permit ? "GET %b" : "PTTL %b",
+                                  lk->p, lk->len);
         if (r == NULL) {
             rc = dlock__rd_io_error(rs, DLOCK_ECONNECT, "wait");
             pthread_mutex_lock(&ps->mu);
             goto out;
         }
         long long pttl = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        if (permit) /* free permits: "free now" as an absent lock is */
+            pttl = r->type == REDIS_REPLY_STRING && atoll(r->str) > 0 ? -2
+                                                                      : -1;
         freeReplyObject(r);
         pthread_mutex_lock(&ps->mu);
         if (pttl == -2)

@@ -16,10 +16,13 @@
  *   rwlock.c    mode rwlock: Redisson's RReadWriteLock names and Lua
  *   fair.c      mode fair: Redisson's RFairLock queue, its Lua, and the
  *               native wait that keeps a waiter's place alive
- *   hash.c      mode hash: Redisson's RLock names and Lua
+ *   hash.c      mode hash: Redisson's RLock names and Lua, and its
+ *               RPermitExpirableSemaphore's for permits
  *   redlock.c   mode redlock: acquire, renew, release over N masters
  *   single.c    what setnx, hash, rwlock and fair share: a session's one
  *               connection, acquire, pipelined renew, release
+ *   latch.c     count-down latches of those modes: Redisson's
+ *               RCountDownLatch key, scripts and channel
  *   pubsub.c    the per-client pub/sub connection, its thread, wait()
  *   inspect.c   inspect on one server and on Redlock's nodes
  *   floor.c     the raw floor of `dlock bench` (bench-only)
@@ -32,7 +35,8 @@
  *   conn.c      connections (SOCK_CLOEXEC, then hiredis), the AUTH/
  *               SELECT/SCRIPT LOAD/INFO pipeline, run_id tracking,
  *               running a script, replies and errors
- *   keys.c      key buffers, and a script's command built from the keys
+ *   keys.c      key buffers, a request's keys and script, and a
+ *               script's command built from the keys
  *   conf.c      the URI read into struct dlock__rd_conf (sentinel=,
  *               sync_replicas= and sync_timeout= too)
  *   nopipe.c    hiredis's calls that write, with SIGPIPE held back: the
@@ -117,10 +121,25 @@ struct dlock__rd_keys {
     struct dlock__rd_buf lock, fence, channel, queue, timeouts;
     char wait[16], now[24];
     /* What the request asks (rwlock's RD_ARG_KIND): "r" read, "w" write,
-     * "W" write ahead of new readers (prefer=writer); set per call by
-     * single.c, NULL reads as "w". */
+     * "W" write ahead of new readers (prefer=writer), "p" one permit of a
+     * semaphore (hash: its keys and the RD_SC_P_* scripts); set per call
+     * by dlock__rd_req_keys(), NULL reads as "w". */
     const char *kind;
+    /* A permit request's count of permits, as text (RD_ARG_PERMITS);
+     * timeouts then holds Redisson's "{name}:timeout" set. */
+    char permits[12];
 };
+
+struct dlock__rd_session;
+/* Lay out rs->keys for req with its mode's keys method: kind and
+ * permits first (rwlock reads the kind, hash lays out a semaphore's
+ * keys for "p"); 0, or -1 out of memory. */
+int dlock__rd_req_keys(struct dlock__rd_session *rs,
+                       const struct dlock_request *req);
+/* The script a session runs for `which` (RD_SC_ACQUIRE, _RELEASE,
+ * _RENEW) on keys k: a permit's own (RD_SC_P_*) when k is laid out for
+ * one. */
+int dlock__rd_script_of(const struct dlock__rd_keys *k, int which);
 
 /* Make room for want bytes; 0, or -1 out of memory. */
 int dlock__rd_buf_reserve(struct dlock__rd_buf *b, size_t want);
@@ -135,13 +154,17 @@ int dlock__rd_prefix_name(struct dlock__rd_buf *b, const char *prefix,
                           const char *name, size_t len);
 
 /* The scripts of a mode, loaded on each of its connections; a mode
- * without queue leaves the last two NULL. */
+ * without queue leaves RD_SC_QUEUE and _GIVEUP NULL, one without permits
+ * the RD_SC_P_* ones. */
 enum {
     RD_SC_ACQUIRE, /* one attempt */
     RD_SC_RELEASE,
     RD_SC_RENEW,
     RD_SC_QUEUE,   /* fair: an attempt that queues (or stays queued) */
     RD_SC_GIVEUP,  /* fair: leave the queue */
+    RD_SC_P_ACQUIRE, /* hash: a permit of a semaphore (Redisson's */
+    RD_SC_P_RELEASE, /* RPermitExpirableSemaphore), in the order of */
+    RD_SC_P_RENEW,   /* RD_SC_ACQUIRE, _RELEASE, _RENEW */
     RD_SC_COUNT
 };
 
@@ -157,7 +180,8 @@ enum {
     RD_ARG_QUEUE,   /* keys.queue */
     RD_ARG_TIMEOUTS, /* keys.timeouts */
     RD_ARG_WAIT,    /* keys.wait */
-    RD_ARG_NOW      /* keys.now */
+    RD_ARG_NOW,     /* keys.now */
+    RD_ARG_PERMITS  /* keys.permits */
 };
 #define RD_ARGS_MAX 9
 
@@ -347,12 +371,13 @@ struct dlock__rd_mode {
 #define RD_SINGLE_CAPS                                                      \
     (DLOCK_CAP_LEASE | DLOCK_CAP_NOTIFY | DLOCK_CAP_FENCING |               \
      DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW |                 \
-     DLOCK_CAP_REPLICA_WAIT)
+     DLOCK_CAP_REPLICA_WAIT | DLOCK_CAP_LATCH)
 #define RD_SINGLE_MODE_METHODS                                              \
     .retry_min_ms = 5, .retry_max_ms = 1000,                                \
     .acquire = dlock__rd_single_acquire, .renew = dlock__rd_single_renew,   \
     .release = dlock__rd_single_release, .wait = dlock__rd_wait,            \
-    .inspect = dlock__rd_inspect_single
+    .inspect = dlock__rd_inspect_single,                                    \
+    .latch = &dlock__rd_latch
 #define RD_SINGLE_MODE_BASE                                                 \
     .caps = RD_SINGLE_CAPS, .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),  \
     RD_SINGLE_MODE_METHODS
@@ -510,6 +535,11 @@ int dlock__rd_floor_nodes(const struct dlock__rd_mode *m,
                           const struct dlock_uri *uri, const char *name,
                           uint32_t n, uint64_t *ns_out, char *err,
                           size_t errlen);
+/* The bench's clean-up (dlock_mode.forget of every mode): UNLINK every
+ * key of each name, on its server or on every node. */
+int dlock__rd_forget(const struct dlock_mode *mode,
+                     const struct dlock_uri *uri, const char *const *names,
+                     size_t n, char *err, size_t errlen);
 
 int dlock__rd_inspect_single(struct dlock_session *s, const char *name,
                              size_t len, dlock_state *out);
@@ -624,6 +654,10 @@ int dlock__rd_redisson_lock_key(struct dlock__rd_keys *k,
 #define RD_WRITER_RETRY_MS 500
 extern const struct dlock__rd_mode dlock__rd_mode_fair;
 extern const struct dlock__rd_mode dlock__rd_mode_redlock;
+
+/* ---- latch.c: count-down latches (Redisson's RCountDownLatch) ------------ */
+
+extern const struct dlock_latch_ops dlock__rd_latch;
 
 /* ---- nopipe.c: hiredis's calls that write, with no SIGPIPE --------------- */
 

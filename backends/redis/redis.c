@@ -23,6 +23,15 @@
  *            redisson_lock__channel:{name}, unlock message 0), so a C service
  *            on dlock and a Java service on Redisson exclude each other.
  *            The fencing counter is Redisson's RFencedLock token key.
+ *            Its permits (counting semaphores) are Redisson's
+ *            RPermitExpirableSemaphore's: the free count at the name, a
+ *            sorted set of holders scored with their lease's end, channel
+ *            redisson_sc:{name}. Why hash and not a mode of its own: it is
+ *            Redisson's family (the same names, namespace= and token), a
+ *            user of Redisson's objects already picks mode=hash, and a
+ *            semaphore mode would have to invent an exclusive lock beside
+ *            it (every mode serves exclusive requests). The other modes
+ *            and Redlock have no permits (core refuses them at lock_new).
  *   rwlock   (rwlock.c) Redisson's RReadWriteLock layout: shared readers
  *            and one writer on one hash ("mode" field), interoperable
  *            with Java's RReadWriteLock; prefer=writer holds new readers
@@ -289,7 +298,8 @@ const struct dlock_backend dlock__backend_redis = {
     .scheme = "redis",
     .aliases = rd_aliases,
     .params = rd_params,
-    .summary = "Redis: SET NX PX (setnx), Redisson's RLock (hash), either "
+    .summary = "Redis: SET NX PX (setnx), Redisson's RLock and "
+               "RPermitExpirableSemaphore (hash), either "
                "on a Redis Cluster (cluster=1), Redisson's RReadWriteLock "
                "(rwlock) and RFairLock (fair), Redlock over N masters "
                "(redlock://)",

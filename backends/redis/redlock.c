@@ -302,6 +302,7 @@ static int redlock_floor(const struct dlock_uri *uri, const char *name,
                                  ns_out, err, errlen);
 }
 
+
 const struct dlock__rd_mode dlock__rd_mode_redlock = {
     .base = {
         .name = "redlock",
@@ -318,7 +319,7 @@ const struct dlock__rd_mode dlock__rd_mode_redlock = {
         .renew = redlock_renew,
         .release = redlock_release,
         .inspect = dlock__rd_inspect_nodes,
-        .floor = redlock_floor,
+        .floor = redlock_floor, .forget = dlock__rd_forget,
     },
     .nodes = true,
     .script = {&redlock_acquire_lua, &dlock__rd_setnx_release,

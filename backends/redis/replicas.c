@@ -64,7 +64,9 @@ redisReply *dlock__rd_run_sync(struct dlock__rd_session *rs, int which,
                                const char *lease, long long *acks,
                                int *code)
 {
-    const struct dlock__rd_script *sc = rs->m->script[which];
+    /* a permit's script when rs->keys are laid out for one */
+    const struct dlock__rd_script *sc =
+        rs->m->script[which = dlock__rd_script_of(&rs->keys, which)];
     struct dlock__rd_cmd c;
     redisReply *r = NULL;
 

@@ -200,6 +200,7 @@ static int rwlock_floor(const struct dlock_uri *uri, const char *name,
                                   ns_out, err, errlen);
 }
 
+
 const struct dlock__rd_mode dlock__rd_mode_rwlock = {
     .base = {.name = "rwlock",
              .summary = "Redisson's RReadWriteLock layout and scripts: "
@@ -211,6 +212,7 @@ const struct dlock__rd_mode dlock__rd_mode_rwlock = {
              .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) |
                       DLOCK_KIND_BIT(DLOCK_KIND_SHARED),
              RD_SINGLE_MODE_METHODS, .floor = rwlock_floor,
+             .forget = dlock__rd_forget,
              .downgrade = dlock__rd_single_downgrade},
     .script = {&rwlock_acquire, &rwlock_release, &rwlock_renew},
     .keys = rwlock_keys,

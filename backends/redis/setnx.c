@@ -92,11 +92,13 @@ static int setnx_floor(const struct dlock_uri *uri, const char *name,
                                   err, errlen);
 }
 
+
 const struct dlock__rd_mode dlock__rd_mode_setnx = {
     .base = {.name = "setnx",
              .summary = "SET NX PX of the owner id, a fencing counter, "
                         "release announced by pub/sub",
-             RD_SINGLE_MODE_BASE, .floor = setnx_floor},
+             RD_SINGLE_MODE_BASE, .floor = setnx_floor,
+             .forget = dlock__rd_forget},
     .script = {&setnx_acquire, &dlock__rd_setnx_release,
                &dlock__rd_setnx_renew},
     .keys = dlock__rd_setnx_keys,

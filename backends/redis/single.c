@@ -63,20 +63,29 @@ static int run_acquire(struct dlock__rd_session *rs,
 
     if (r == NULL)
         return code;
-    code = dlock__rd_reply_pair(r, ok, val) != 0 ? dlock__rd_reply_error(rs, r)
-                                                 : DLOCK_OK;
+    if (r->type == REDIS_REPLY_ERROR && req->kind != DLOCK_KIND_PERMIT &&
+        rs->m->script[RD_SC_P_ACQUIRE] != NULL &&
+        strncmp(r->str, "WRONGTYPE", 9) == 0)
+        code = dlock_session_error(
+            &rs->base, DLOCK_EINVAL,
+            "the name holds another kind of data at the server (a "
+            "semaphore's count? a name is a lock or a semaphore, never "
+            "both): %s",
+            r->str);
+    else
+        code = dlock__rd_reply_pair(r, ok, val) != 0
+                   ? dlock__rd_reply_error(rs, r)
+                   : DLOCK_OK;
     freeReplyObject(r);
     return code;
 }
 
-/* Lay out rs->keys for req, and what it asks (rwlock reads keys.kind). */
+/* Lay out rs->keys for req, and what it asks (rwlock reads keys.kind,
+ * hash lays out a semaphore's keys for a permit). */
 static int req_keys(struct dlock__rd_session *rs,
                     const struct dlock_request *req)
 {
-    rs->keys.kind = req->kind == DLOCK_KIND_SHARED ? "r"
-                    : rs->cf->prefer_writer        ? "W"
-                                                   : "w";
-    return rs->m->keys(&rs->keys, rs->cf, req->name, req->name_len);
+    return dlock__rd_req_keys(rs, req);
 }
 
 /* ---- the connection --------------------------------------------------------------- */
@@ -173,6 +182,19 @@ int dlock__rd_single_acquire(struct dlock_session *s,
         grant->word[0] = rs->gen; /* the server's life it was granted in */
         return DLOCK_OK;
     }
+    if (ok == -1) /* a permit: the semaphore has another count */
+        return dlock_session_error(
+            s, DLOCK_EINVAL,
+            "permits: the semaphore has %lld permits at the server, this "
+            "handle asks for %u (a name keeps the count it was made with; "
+            "Redisson's setPermits/addPermits change it)",
+            val, req->permits);
+    if (ok == -2)
+        return dlock_session_error(
+            s, DLOCK_EINVAL,
+            "permits: the name holds something other than a semaphore's "
+            "count at the server (a lock of this name?): a name is a lock "
+            "or a semaphore, never both");
     /* PTTL 0 or -2: the key expires (or expired) right now, and an expiry
      * publishes nothing, so retry at once rather than wait for a release
      * message. -1 (a key without TTL, not ours): no hint, wait for one. */
@@ -244,7 +266,6 @@ int dlock__rd_single_renew(struct dlock_session *s,
                            struct dlock_renewal *items, size_t n)
 {
     struct dlock__rd_session *rs = (struct dlock__rd_session *)s;
-    const struct dlock__rd_script *sc = rs->m->script[RD_SC_RENEW];
     char lease[16];
     int redo = 0, code;
     bool readonly = false;
@@ -264,10 +285,12 @@ int dlock__rd_single_renew(struct dlock_session *s,
     for (size_t i = 0; i < n; i++) {
         const struct dlock_request *req = items[i].req;
         struct dlock__rd_cmd c;
+        int w; /* the lock's renewal, or a permit's */
         if (req_keys(rs, req) != 0)
             return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
+        w = dlock__rd_script_of(&rs->keys, RD_SC_RENEW);
         snprintf(lease, sizeof lease, "%u", req->lease_ms);
-        dlock__rd_cmd_evalsha(&c, sc, rs->sha[RD_SC_RENEW], &rs->keys,
+        dlock__rd_cmd_evalsha(&c, rs->m->script[w], rs->sha[w], &rs->keys,
                               req->owner, req->owner_len, lease);
         /* hiredis copies the command out: keys and lease may change. */
         if (redisAppendCommandArgv(rs->rc, c.argc, c.argv, c.lens) !=

@@ -213,9 +213,10 @@ int dlock__zk_create(struct zk_session *zs, struct zk_conn *c, const char *path,
                             deadline);
 }
 
+/* getChildren, with our watcher if watch (a semaphore's waiter). */
 int dlock__zk_children(struct zk_session *zs, struct zk_conn *c,
                        const char *dir, const char *guid, int shared,
-                       int64_t deadline)
+                       int watch, int64_t deadline)
 {
     struct zk_call *k = dlock__zk_slot(zs);
 
@@ -224,9 +225,12 @@ int dlock__zk_children(struct zk_session *zs, struct zk_conn *c,
     dlock__zk_call_reset(k, c, ZK_CHILDREN);
     snprintf(k->guid, sizeof k->guid, "%s", guid);
     k->shared = shared;
-    return dlock__zk_finish(
-        &zs->call, zoo_aget_children(c->zh, dir, 0, zk_children_done, k),
-        deadline);
+    return dlock__zk_finish(&zs->call,
+                            zoo_awget_children(c->zh, dir,
+                                               watch ? dlock__zk_watcher : NULL,
+                                               watch ? c : NULL,
+                                               zk_children_done, k),
+                            deadline);
 }
 
 int dlock__zk_exists(struct zk_session *zs, struct zk_conn *c, const char *path,
@@ -245,13 +249,7 @@ int dlock__zk_exists(struct zk_session *zs, struct zk_conn *c, const char *path,
 int dlock__zk_delete(struct zk_session *zs, struct zk_conn *c, const char *path,
                      int64_t deadline)
 {
-    struct zk_call *k = dlock__zk_slot(zs);
-
-    if (k == NULL)
-        return ZSYSTEMERROR;
-    dlock__zk_call_reset(k, c, ZK_DELETE);
-    return dlock__zk_finish(
-        &zs->call, zoo_adelete(c->zh, path, -1, zk_void_done, k), deadline);
+    return dlock__zk_delete_version(zs, c, path, -1, deadline);
 }
 
 /* getData, with our watcher if watch: unlike exists(), it sets no watch
@@ -269,6 +267,49 @@ int dlock__zk_get(struct zk_session *zs, struct zk_conn *c, const char *path,
                             zoo_awget(c->zh, path,
                                       watch ? dlock__zk_watcher : NULL,
                                       watch ? c : NULL, zk_data_done, k),
+                            deadline);
+}
+
+/* The versioned requests of the latches (latch.c): compare-and-set on a
+ * node's version; an exists() that leaves a watch even on a missing node. */
+int dlock__zk_set(struct zk_session *zs, struct zk_conn *c, const char *path,
+                  const char *data, int len, int version, int64_t deadline)
+{
+    struct zk_call *k = dlock__zk_slot(zs);
+
+    if (k == NULL)
+        return ZSYSTEMERROR;
+    dlock__zk_call_reset(k, c, ZK_EXISTS);
+    return dlock__zk_finish(&zs->call,
+                            zoo_aset(c->zh, path, data, len, version,
+                                     dlock__zk_stat_done, k),
+                            deadline);
+}
+
+int dlock__zk_delete_version(struct zk_session *zs, struct zk_conn *c,
+                             const char *path, int version, int64_t deadline)
+{
+    struct zk_call *k = dlock__zk_slot(zs);
+
+    if (k == NULL)
+        return ZSYSTEMERROR;
+    dlock__zk_call_reset(k, c, ZK_DELETE);
+    return dlock__zk_finish(&zs->call,
+                            zoo_adelete(c->zh, path, version, zk_void_done, k),
+                            deadline);
+}
+
+int dlock__zk_exists_watch(struct zk_session *zs, struct zk_conn *c,
+                           const char *path, int64_t deadline)
+{
+    struct zk_call *k = dlock__zk_slot(zs);
+
+    if (k == NULL)
+        return ZSYSTEMERROR;
+    dlock__zk_call_reset(k, c, ZK_EXISTS);
+    return dlock__zk_finish(&zs->call,
+                            zoo_awexists(c->zh, path, dlock__zk_watcher, c,
+                                         dlock__zk_stat_done, k),
                             deadline);
 }
 

@@ -9,14 +9,21 @@
  * and waits for it like any contender, and dlock sees a reader, which
  * holds together with the readers before the first writer. Curator has no
  * shared mutex to match; for Curator's read/write lock use mode=rwlock.
+ *
+ * Permits (DLOCK_KIND_PERMIT) take a lease of Curator's
+ * InterProcessSemaphoreV2 on the same path (semaphore.c, which also says
+ * why this mode serves them and mode rwlock does not).
  */
 #include "zk.h"
 
 const struct zk_mode dlock__zk_mutex = {
     .base = {.name = "mutex",
-             .summary = "Curator InterProcessMutex node names (lock-); "
-                        "readers queue as __READ__lock-",
-             ZK_MODE_COMMON},
+             .summary = "Curator InterProcessMutex node names (lock-, "
+                        "readers __READ__lock-); permits: "
+                        "InterProcessSemaphoreV2",
+             .caps = ZK_CAPS | DLOCK_CAP_PERMITS,
+             .kinds = ZK_KINDS | DLOCK_KIND_BIT(DLOCK_KIND_PERMIT),
+             .acquire = dlock__zk_sem_acquire, ZK_MODE_COMMON},
     .node_exclusive = "lock-",
     .node_shared = "__READ__lock-",
 };

@@ -58,18 +58,26 @@ void dlock__zk_scan(struct zk_scan *sc, const char *guid, int shared,
 {
     char mine[3 + ZK_GUID_LEN + 2] = "";
     size_t mlen = 0;
-    int64_t seq, pred_seq = -1, first_seq = -1, first_writer = -1;
+    int64_t seq, pred_seq = -1, first_seq = -1, last_seq = -1,
+                 first_writer = -1;
 
     if (guid[0] != '\0')
         mlen = (size_t)snprintf(mine, sizeof mine, "_c_%s-", guid);
+    sc->children = v->count; /* what Curator's semaphore counts */
     for (int32_t i = 0; i < v->count; i++) {
         const char *n = v->data[i];
+        if (strcmp(n, ZK_SEM_LEASES + 1) == 0)
+            sc->semaphore = 1; /* a semaphore's node (semaphore.c) */
         if (!dlock__zk_seq_of(n, strlen(n), &seq))
             continue;
         sc->total++;
         if (first_seq < 0 || seq < first_seq) {
             first_seq = seq;
             zk_keep(sc->first, n);
+        }
+        if (seq > last_seq) {
+            last_seq = seq;
+            zk_keep(sc->last, n);
         }
         if (!zk_is_reader(n) && (first_writer < 0 || seq < first_writer))
             first_writer = seq;

@@ -3,7 +3,10 @@
  * uses, so a C program using dlock and a Java program using Curator's
  * InterProcessMutex (or, with mode=rwlock, InterProcessReadWriteLock)
  * exclude each other on the same path. Both modes run this code; they
- * differ only in their node names (mutex.c, rwlock.c).
+ * differ only in their node names (mutex.c, rwlock.c). Mode mutex's
+ * permits (semaphore.c) take their mutex with dlock__zk_take() and make
+ * their lease node with dlock__zk_join(); renew and release here serve a
+ * lease node as they serve a lock's node.
  *
  * The recipe. Each contender creates an EPHEMERAL_SEQUENTIAL child of the
  * lock's node,
@@ -50,23 +53,90 @@
 
 /* ---- our nodes ---------------------------------------------------------- */
 
-/* The part of our node's name that says what it asks for: one name per
- * kind, from the mode object (Curator's names: mutex.c, rwlock.c). */
-static const char *zk_kind(const struct zk_ctx *x, int shared)
-{
-    return shared ? x->mode->node_shared : x->mode->node_exclusive;
-}
-
 static int zk_shared(const struct dlock_request *req)
 {
     return req->kind == DLOCK_KIND_SHARED;
 }
 
+/*
+ * Elections (DLOCK_REQ_ELECTION) are Curator's LeaderLatch in every mode:
+ * "_c_<uuid>-latch-<seq>" nodes whose data is the participant id, which
+ * core puts after the owner's NUL. LeaderLatch's rule is this recipe's:
+ * the lowest sequence leads, each other candidate watches its predecessor.
+ * So a Java LeaderLatch on the same path and dlock candidates queue in one
+ * line, and LeaderLatch.getLeader() reads a dlock leader's id.
+ *
+ * Why the two-leader bugs of LeaderLatch (CURATOR-653, CURATOR-620) cannot
+ * happen here. There, after a connection loss and reconnect, a latch acted
+ * on state from before it: a leadership decided from a listing or create
+ * callback issued before the reset, or a latch node of the old attempt
+ * left beside the new one, so a latch believed it led while another
+ * participant's node was the lowest. Here leadership is a grant, and a
+ * grant is believed only while this session proves that our very node
+ * exists: dlock_held() turns false once the last answer of the session is
+ * a session timeout old (the server may have expired it; it cannot have
+ * before), renew() checks our node by path AND by ephemeralOwner == our
+ * session id, and an expired session or a missing node reports the lock
+ * lost; it is never regained from a cached listing. A reconnect within
+ * the session keeps the one node we have (nobody could have led meanwhile:
+ * it stayed the lowest); a create whose answer was lost is found again by
+ * its uuid, and twins are deleted (zk_enqueue, the dups of a listing); a
+ * node we gave up on is swept as soon as the session is back (orphans.c),
+ * as the mutex does. A new campaign always creates a new node and must be
+ * the lowest in a fresh listing.
+ */
+static int zk_election(const struct dlock_request *req)
+{
+    return (req->flags & DLOCK_REQ_ELECTION) != 0;
+}
+
+/* The part of our node's name that says what it asks for: one name per
+ * kind, from the mode object (Curator's names: mutex.c, rwlock.c). */
+static const char *zk_kind(const struct zk_ctx *x,
+                           const struct dlock_request *req)
+{
+    if (zk_election(req))
+        return "latch-";
+    return zk_shared(req) ? x->mode->node_shared : x->mode->node_exclusive;
+}
+
+/* Our node's data: the owner id, or an election's participant id. */
+static const char *zk_data(const struct dlock_request *req, int *len)
+{
+    const char *id = req->owner + req->owner_len + 1;
+
+    if (!zk_election(req)) {
+        *len = (int)req->owner_len;
+        return req->owner;
+    }
+    *len = (int)strlen(id);
+    return id;
+}
+
+/* The node name of a request: a permit is a lease node (semaphore.c). */
+static const char *zk_req_kind(const struct zk_ctx *x,
+                               const struct dlock_request *req)
+{
+    return req->kind == DLOCK_KIND_PERMIT ? ZK_SEM_LEASE : zk_kind(x, req);
+}
+
+/* The directory of a request's node: the lock's node, or for a permit its
+ * leases child. Returns the length written to out. */
+static size_t zk_req_dir(const struct zk_ctx *x,
+                         const struct dlock_request *req, char *out)
+{
+    size_t n = dlock__zk_dir(x, out, req->name, req->name_len);
+
+    if (req->kind == DLOCK_KIND_PERMIT)
+        n += (size_t)snprintf(out + n, ZK_PATH_MAX - n, "%s", ZK_SEM_LEASES);
+    return n;
+}
+
 /* The id in our node names: a UUID (version 4 layout, as Curator's
  * UUID.randomUUID()) made of the connection's random seed with a counter
  * mixed in, so each create has its own without a system call. */
-static void zk_guid(const struct zk_conn *c, uint64_t serial,
-                    char out[ZK_GUID_LEN + 1])
+void dlock__zk_guid(const struct zk_conn *c, uint64_t serial,
+                   char out[ZK_GUID_LEN + 1])
 {
     uint64_t hi = (c->seed_hi & ~0xF000ull) | 0x4000ull;
     uint64_t lo = ((c->seed_lo ^ serial) & ~(3ull << 62)) | (2ull << 62);
@@ -84,11 +154,11 @@ static void zk_node_path(struct zk_session *zs, const struct zk_conn *c,
                          const struct dlock_grant *g, char *out)
 {
     char guid[ZK_GUID_LEN + 1];
-    size_t n = dlock__zk_dir(zs->ctx, out, req->name, req->name_len);
+    size_t n = zk_req_dir(zs->ctx, req, out);
 
-    zk_guid(c, g->word[0], guid);
+    dlock__zk_guid(c, g->word[0], guid);
     snprintf(out + n, ZK_PATH_MAX - n, "/_c_%s-%s%010d", guid,
-             zk_kind(zs->ctx, zk_shared(req)), (int)(uint32_t)g->word[1]);
+             zk_req_kind(zs->ctx, req), (int)(uint32_t)g->word[1]);
 }
 
 /* ---- acquire ------------------------------------------------------------ */
@@ -97,7 +167,7 @@ static void zk_node_path(struct zk_session *zs, const struct zk_conn *c,
  * They are containers (ZooKeeper 3.5.3+), which the server deletes once
  * empty, as Curator's creatingParentContainersIfNeeded() does; persistent
  * on older servers (then release deletes an empty lock node itself). */
-static int zk_mkdirs(struct zk_session *zs, struct zk_conn *c, char *path,
+int dlock__zk_mkdirs(struct zk_session *zs, struct zk_conn *c, char *path,
                      int depth)
 {
     int64_t deadline = dlock_now_ms() + zs->ctx->timeout_ms;
@@ -121,7 +191,7 @@ static int zk_mkdirs(struct zk_session *zs, struct zk_conn *c, char *path,
         if (slash == NULL || slash == path)
             return rc;
         *slash = '\0';
-        rc = zk_mkdirs(zs, c, path, depth + 1);
+        rc = dlock__zk_mkdirs(zs, c, path, depth + 1);
         *slash = '/';
         if (rc != ZOK)
             return rc;
@@ -131,7 +201,7 @@ static int zk_mkdirs(struct zk_session *zs, struct zk_conn *c, char *path,
 
 /* Delete our queue node after giving up; if that cannot be done now, the
  * sweep does it when the session is reachable. */
-static void zk_withdraw(struct zk_session *zs, struct zk_conn *c,
+void dlock__zk_withdraw(struct zk_session *zs, struct zk_conn *c,
                         const char *dir, const char *self, const char *guid)
 {
     int rc;
@@ -149,9 +219,10 @@ static void zk_withdraw(struct zk_session *zs, struct zk_conn *c,
  * keep that node (and its place in the queue) if it is there, as Curator's
  * protected mode does; else create it again with the same uuid.
  */
-static int zk_enqueue(struct zk_session *zs, struct zk_conn *c,
+int dlock__zk_enqueue(struct zk_session *zs, struct zk_conn *c,
                       const struct dlock_request *req, const char *guid,
-                      int shared, int64_t *czxid, int *doubt)
+                      const char *what, int shared, int64_t *czxid,
+                      int *doubt)
 {
     struct zk_ctx *x = zs->ctx;
     size_t dirlen = strlen(zs->dir);
@@ -163,8 +234,11 @@ static int zk_enqueue(struct zk_session *zs, struct zk_conn *c,
     int rc;
 
     for (int tries = 0; tries < 6; tries++) {
-        snprintf(name, room, "_c_%s-%s", guid, zk_kind(x, shared));
-        rc = dlock__zk_create(zs, c, zs->node, req->owner, (int)req->owner_len,
+        int dlen;
+        const char *data = zk_data(req, &dlen);
+
+        snprintf(name, room, "_c_%s-%s", guid, what);
+        rc = dlock__zk_create(zs, c, zs->node, data, dlen,
                               ZOO_EPHEMERAL_SEQUENTIAL, limit);
         if (rc == ZOK) {
             snprintf(name, room, "%s", zs->call->name);
@@ -172,7 +246,7 @@ static int zk_enqueue(struct zk_session *zs, struct zk_conn *c,
             return DLOCK_OK;
         }
         if (rc == ZNONODE) {
-            rc = zk_mkdirs(zs, c, zs->dir, 0);
+            rc = dlock__zk_mkdirs(zs, c, zs->dir, 0);
             if (rc != ZOK)
                 return dlock__zk_fail(zs, rc,
                                       "creating the lock's parent nodes");
@@ -191,7 +265,7 @@ static int zk_enqueue(struct zk_session *zs, struct zk_conn *c,
             dlock__zk_orphan_add(c, zs->dir, guid);
             return DLOCK_ECONNECT;
         }
-        rc = dlock__zk_children(zs, c, zs->dir, guid, shared, limit);
+        rc = dlock__zk_children(zs, c, zs->dir, guid, shared, 0, limit);
         if (rc == ZOK && zs->call->scan.found) {
             snprintf(name, room, "%s", zs->call->scan.self);
             dlock_session_log(&zs->base, DLOCK_LOG_INFO,
@@ -218,36 +292,30 @@ static int zk_enqueue(struct zk_session *zs, struct zk_conn *c,
 
 /* How long to wait for a connection: timeout=, or less if the caller's
  * deadline comes first. */
-static int64_t zk_limit(const struct zk_ctx *x, int64_t deadline)
+int64_t dlock__zk_limit(const struct zk_ctx *x, int64_t deadline)
 {
     int64_t t = dlock_now_ms() + x->timeout_ms;
     return deadline != 0 && deadline < t ? deadline : t;
 }
 
-int dlock__zk_acquire(struct dlock_session *s, const struct dlock_request *req,
-                      int64_t deadline, struct dlock_grant *grant,
-                      uint32_t *retry_ms)
+/* The start of every acquire: the session with a reference (*out, to
+ * unref), connected, told once to the log. */
+int dlock__zk_begin(struct zk_session *zs, const struct dlock_request *req,
+                    int64_t deadline, struct zk_conn **out)
 {
-    struct zk_session *zs = (struct zk_session *)s;
+    struct dlock_session *s = &zs->base;
     struct zk_ctx *x = zs->ctx;
-    int shared = zk_shared(req);
-    char guid[ZK_GUID_LEN + 1];
-    struct zk_scan scan;
     struct zk_conn *c;
-    struct zk_waiter w;
-    int64_t czxid = 0, alive = 0, doubt_since = 0;
-    uint64_t id, gen;
-    int doubt = 0, rc, requeued = 0, timeout;
-    size_t dirlen;
-    char *self;
+    int rc, timeout;
 
-    (void)retry_ms; /* waiting is native: no hint to give */
     rc = dlock__zk_conn_get(zs, &c);
     if (rc != DLOCK_OK)
         return rc;
-    rc = dlock__zk_ready(zs, c, zk_limit(x, deadline));
-    if (rc != DLOCK_OK)
-        goto out;
+    rc = dlock__zk_ready(zs, c, dlock__zk_limit(x, deadline));
+    if (rc != DLOCK_OK) {
+        dlock__zk_conn_unref(c);
+        return rc;
+    }
     timeout = atomic_load(&c->timeout_ms);
     if (!atomic_exchange(&c->told_session, 1))
         dlock_session_log(s, DLOCK_LOG_INFO,
@@ -267,84 +335,142 @@ int dlock__zk_acquire(struct dlock_session *s, const struct dlock_request *req,
                           "false between renewals; use a lease of at most "
                           "%d ms",
                           req->lease_ms, timeout, timeout, 2 * timeout);
+    *out = c;
+    return DLOCK_OK;
+}
 
-    dirlen = dlock__zk_dir(x, zs->dir, req->name, req->name_len);
-    zs->node[0] = '\0';
+/* Make our node in zs->dir, named `what` after a fresh uuid (in guid and
+ * t->id); zs->node is its path. t->czxid and t->doubt as in
+ * dlock__zk_enqueue(). */
+int dlock__zk_join(struct zk_session *zs, struct zk_conn *c,
+                   const struct dlock_request *req, const char *what,
+                   int shared, struct zk_taken *t, char *guid)
+{
+    size_t dirlen = strlen(zs->dir);
+
     memcpy(zs->node, zs->dir, dirlen);
     zs->node[dirlen] = '/';
-    self = zs->node + dirlen + 1;
+    t->id = atomic_fetch_add(&c->next_id, 1);
+    dlock__zk_guid(c, t->id, guid);
+    return dlock__zk_enqueue(zs, c, req, guid, what, shared, &t->czxid,
+                             &t->doubt);
+}
+
+/*
+ * Before each listing of a waiting acquire: DLOCK_OK to go on. Cancelled
+ * [B-CANCEL-1]: our node is deleted (if it had just been granted, that
+ * is the release). Disconnected for longer than timeout=: the attempt
+ * ends (core retries until the deadline) and our node goes when it can.
+ */
+int dlock__zk_going(struct zk_session *zs, struct zk_conn *c,
+                    int64_t deadline, const char *self, const char *guid)
+{
+    int rc = dlock_session_cancelled(&zs->base);
+
+    if (rc != 0) {
+        dlock__zk_withdraw(zs, c, zs->dir, self, guid);
+        return rc;
+    }
+    if (dlock__zk_ready(zs, c, dlock__zk_limit(zs->ctx, deadline)) !=
+        DLOCK_OK) {
+        dlock__zk_orphan_add(c, zs->dir, guid);
+        return DLOCK_ECONNECT;
+    }
+    return DLOCK_OK;
+}
+
+/*
+ * After listing zs->dir, where our node `self` (with guid) should be:
+ * DLOCK_OK when the listing (zs->call->scan) has our node; ZK_RELIST to
+ * list again (a short disconnection, ridden out for timeout=, but not a
+ * server connected and silent for longer); ZK_RECREATE when our node has
+ * vanished (deleted by someone; a few times, then given up); else the
+ * code to give up with, our node deleted or noted as an orphan. `what`
+ * names the directory in messages ("queue", "leases").
+ */
+int dlock__zk_listed(struct zk_session *zs, struct zk_conn *c, int rc,
+                     const char *self, const char *guid, const char *what,
+                     struct zk_tries *tries)
+{
+    int64_t now = dlock_now_ms();
+    char listing[32];
+
+    snprintf(listing, sizeof listing, "listing the %s", what);
+    if (dlock__zk_in_doubt(rc)) {
+        if (tries->doubt_since == 0)
+            tries->doubt_since = now;
+        if (now - tries->doubt_since < (int64_t)zs->ctx->timeout_ms)
+            return ZK_RELIST;
+        dlock__zk_orphan_add(c, zs->dir, guid);
+        return dlock__zk_fail(zs, rc, listing);
+    }
+    tries->doubt_since = 0;
+    if (rc != ZOK) {
+        if (!dlock__zk_gone(rc))
+            dlock__zk_withdraw(zs, c, zs->dir, self, guid);
+        return dlock__zk_fail(zs, rc, listing);
+    }
+    if (zs->call->scan.found)
+        return DLOCK_OK;
+    /* Our node is gone: the session ended, or someone deleted it. */
+    if (atomic_load(&c->expired) || tries->requeued++ >= 3)
+        return dlock_session_error(&zs->base, DLOCK_ECONNECT,
+                                   "our node under %s vanished (session "
+                                   "expired or node deleted)",
+                                   zs->dir);
+    return ZK_RECREATE;
+}
+
+/*
+ * Queue in zs->dir under node name `what` and wait until our node needs
+ * nobody ahead to go (the lowest; a reader: no writer ahead), or until
+ * deadline (0: one look). On DLOCK_OK zs->node is our node's path and t
+ * says what the grant needs; on failure nothing of ours stays queued (or
+ * it is noted as an orphan).
+ */
+int dlock__zk_take(struct zk_session *zs, struct zk_conn *c,
+                   const struct dlock_request *req, const char *what,
+                   int shared, int64_t deadline, struct zk_taken *t)
+{
+    struct dlock_session *s = &zs->base;
+    struct zk_ctx *x = zs->ctx;
+    char guid[ZK_GUID_LEN + 1];
+    struct zk_scan scan;
+    struct zk_waiter w;
+    struct zk_tries tries = {0, 0};
+    uint64_t gen;
+    int rc;
+    char *self = zs->node + strlen(zs->dir) + 1;
+
+    t->doubt = 0;
 requeue:
-    id = atomic_fetch_add(&c->next_id, 1);
-    zk_guid(c, id, guid);
-    rc = zk_enqueue(zs, c, req, guid, shared, &czxid, &doubt);
+    rc = dlock__zk_join(zs, c, req, what, shared, t, guid);
     if (rc != DLOCK_OK)
-        goto out;
+        return rc;
     if (deadline != 0)
         dlock_session_queued(s); /* [B-QUEUED-1] */
 
     for (;;) {
-        /* Cancelled [B-CANCEL-1]: leave the queue; if our node had just
-         * become the lowest, deleting it is the release. */
-        if ((rc = dlock_session_cancelled(s)) != 0) {
-            zk_withdraw(zs, c, zs->dir, self, guid);
-            goto out;
-        }
-        if (dlock__zk_ready(zs, c, zk_limit(x, deadline)) != DLOCK_OK) {
-            /* A disconnection longer than timeout= ends the attempt (core
-             * retries until the deadline); our node goes when it can. */
-            dlock__zk_orphan_add(c, zs->dir, guid);
-            rc = DLOCK_ECONNECT;
-            goto out;
-        }
-        alive = dlock_now_ms();
-        rc = dlock__zk_children(zs, c, zs->dir, guid, shared,
-                                alive + x->timeout_ms);
-        if (dlock__zk_in_doubt(rc)) {
-            /* Ride out a short disconnection (dlock__zk_ready above), but not a
-             * server that is connected and silent for longer than
-             * timeout=. */
-            if (doubt_since == 0)
-                doubt_since = alive;
-            if (dlock_now_ms() - doubt_since < (int64_t)x->timeout_ms)
-                continue;
-            dlock__zk_orphan_add(c, zs->dir, guid);
-            rc = dlock__zk_fail(zs, rc, "listing the queue");
-            goto out;
-        }
-        doubt_since = 0;
-        if (rc != ZOK) {
-            if (!dlock__zk_gone(rc))
-                zk_withdraw(zs, c, zs->dir, self, guid);
-            rc = dlock__zk_fail(zs, rc, "listing the queue");
-            goto out;
-        }
+        if ((rc = dlock__zk_going(zs, c, deadline, self, guid)) != DLOCK_OK)
+            return rc;
+        t->alive = dlock_now_ms();
+        rc = dlock__zk_children(zs, c, zs->dir, guid, shared, 0,
+                                t->alive + x->timeout_ms);
+        rc = dlock__zk_listed(zs, c, rc, self, guid, "queue", &tries);
+        if (rc == ZK_RELIST)
+            continue;
+        if (rc == ZK_RECREATE)
+            goto requeue;
+        if (rc != DLOCK_OK)
+            return rc;
         /* Later calls reuse (or replace) the call: keep what we need. */
         scan = zs->call->scan;
-        if (!scan.found) {
-            /* Our node is gone: the session ended, or someone deleted it.
-             * Queue again (a few times), at the back. */
-            if (atomic_load(&c->expired) || requeued++ >= 3) {
-                rc = dlock_session_error(s, DLOCK_ECONNECT,
-                                         "our queue node under %s vanished "
-                                         "(session expired or node deleted)",
-                                         zs->dir);
-                goto out;
-            }
-            goto requeue;
-        }
-        for (int i = 0; i < scan.ndups; i++) {
-            /* A create that was sent twice: keep the first. */
-            snprintf(zs->aux, sizeof zs->aux, "%s/%s", zs->dir, scan.dups[i]);
-            if (dlock__zk_delete(zs, c, zs->aux,
-                                 dlock_now_ms() + x->timeout_ms) != ZOK)
-                dlock__zk_orphan_add(c, zs->dir, guid);
-        }
+        dlock__zk_drop_dups(zs, c, &scan, guid);
         if (scan.blocked == 0)
             break; /* ours is the lowest: held */
         if (deadline == 0 || dlock_now_ms() >= deadline) {
-            zk_withdraw(zs, c, zs->dir, self, guid);
-            rc = deadline == 0 ? DLOCK_EBUSY : DLOCK_ETIMEDOUT;
-            goto out;
+            dlock__zk_withdraw(zs, c, zs->dir, self, guid);
+            return deadline == 0 ? DLOCK_EBUSY : DLOCK_ETIMEDOUT;
         }
 
         /* Watch only the node just ahead of ours (no herd), then sleep
@@ -358,26 +484,65 @@ requeue:
         dlock__zk_waiter_remove(c, &w);
         if (rc != ZOK && rc != ZNONODE && !dlock__zk_in_doubt(rc)) {
             if (!dlock__zk_gone(rc))
-                zk_withdraw(zs, c, zs->dir, self, guid);
-            rc = dlock__zk_fail(zs, rc, "watching the node ahead of ours");
-            goto out;
+                dlock__zk_withdraw(zs, c, zs->dir, self, guid);
+            return dlock__zk_fail(zs, rc, "watching the node ahead of ours");
         }
         /* Look again: the node ahead went (another may still be ahead),
          * the connection changed, or time is up. */
     }
+    t->seq = scan.self_seq;
+    return DLOCK_OK;
+}
 
-    grant->fence = (uint64_t)czxid;
+/* A create that was sent twice left twins of our node: keep the first. */
+void dlock__zk_drop_dups(struct zk_session *zs, struct zk_conn *c,
+                         const struct zk_scan *scan, const char *guid)
+{
+    for (int i = 0; i < scan->ndups; i++) {
+        snprintf(zs->aux, sizeof zs->aux, "%s/%s", zs->dir, scan->dups[i]);
+        if (dlock__zk_delete(zs, c, zs->aux,
+                             dlock_now_ms() + zs->ctx->timeout_ms) != ZOK)
+            dlock__zk_orphan_add(c, zs->dir, guid);
+    }
+}
+
+/* Fill a grant from what dlock__zk_take() (or the semaphore) got; the
+ * reference to c moves to the grant. */
+void dlock__zk_grant(struct zk_conn *c, const struct zk_taken *t,
+                     struct dlock_grant *grant)
+{
+    grant->fence = (uint64_t)t->czxid;
     /* The server answered a request sent at `alive`, so the session lives
      * at least until alive + its timeout. */
-    grant->expires_ms = alive + atomic_load(&c->timeout_ms);
-    grant->priv = c; /* our reference moves to the grant */
-    grant->word[0] = id;
-    grant->word[1] =
-        (uint64_t)(uint32_t)scan.self_seq | (doubt ? ZK_W_DOUBT : 0);
+    grant->expires_ms = t->alive + atomic_load(&c->timeout_ms);
+    grant->priv = c;
+    grant->word[0] = t->id;
+    grant->word[1] = (uint64_t)(uint32_t)t->seq | (t->doubt ? ZK_W_DOUBT : 0);
+}
+
+int dlock__zk_acquire(struct dlock_session *s, const struct dlock_request *req,
+                      int64_t deadline, struct dlock_grant *grant,
+                      uint32_t *retry_ms)
+{
+    struct zk_session *zs = (struct zk_session *)s;
+    int shared = zk_shared(req);
+    struct zk_taken t;
+    struct zk_conn *c;
+    int rc;
+
+    (void)retry_ms; /* waiting is native: no hint to give */
+    rc = dlock__zk_begin(zs, req, deadline, &c);
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock__zk_dir(zs->ctx, zs->dir, req->name, req->name_len);
+    rc = dlock__zk_take(zs, c, req, zk_kind(zs->ctx, req), shared,
+                        deadline, &t);
+    if (rc != DLOCK_OK) {
+        dlock__zk_conn_unref(c);
+        return rc;
+    }
+    dlock__zk_grant(c, &t, grant);
     return DLOCK_OK;
-out:
-    dlock__zk_conn_unref(c);
-    return rc;
 }
 
 /* ---- renew and release -------------------------------------------------- */
@@ -513,8 +678,8 @@ int dlock__zk_release(struct dlock_session *s, const struct dlock_request *req,
     if (c == NULL)
         return DLOCK_OK;
     grant->priv = NULL;
-    dirlen = dlock__zk_dir(x, zs->dir, req->name, req->name_len);
-    zk_guid(c, grant->word[0], guid);
+    dirlen = zk_req_dir(x, req, zs->dir);
+    dlock__zk_guid(c, grant->word[0], guid);
     zk_node_path(zs, c, req, grant, zs->node);
     if (atomic_load(&c->expired)) {
         rc = dlock_session_error(s, DLOCK_ENOTOWNER,
@@ -541,8 +706,9 @@ int dlock__zk_release(struct dlock_session *s, const struct dlock_request *req,
         rc = DLOCK_OK;
         if (grant->word[1] & ZK_W_DOUBT) /* a twin of our node may exist */
             dlock__zk_orphan_add(c, zs->dir, guid);
-        if (atomic_load(&c->no_containers)) { /* old server: remove an
-                                                * empty lock node */
+        if (atomic_load(&c->no_containers) &&
+            req->kind != DLOCK_KIND_PERMIT) { /* old server: remove an
+                                               * empty lock node */
             zs->dir[dirlen] = '\0';
             dlock__zk_delete(zs, c, zs->dir, dlock_now_ms() + x->timeout_ms);
         }

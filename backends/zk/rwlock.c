@@ -15,7 +15,8 @@ const struct zk_mode dlock__zk_rwlock = {
     .base = {.name = "rwlock",
              .summary = "Curator InterProcessReadWriteLock node names "
                         "(__WRIT__, __READ__)",
-             ZK_MODE_COMMON},
+             .caps = ZK_CAPS, .kinds = ZK_KINDS,
+             .acquire = dlock__zk_acquire, ZK_MODE_COMMON},
     .node_exclusive = "__WRIT__",
     .node_shared = "__READ__",
 };

@@ -9,7 +9,9 @@
  *   zk.c        the backend table, contexts and sessions (entry points)
  *   mutex.c     mode mutex: Curator InterProcessMutex names
  *   rwlock.c    mode rwlock: Curator InterProcessReadWriteLock names
+ *   semaphore.c permits (mode mutex): Curator InterProcessSemaphoreV2
  *   inspect.c   inspect: who holds a name, how many wait
+ *   latch.c     count-down latches: a node holding the count
  *   floor.c     the raw floor for `dlock bench` (bench-only)
  *   recipe.c    the lock recipe: acquire, renew, release
  *   call.c      the async-to-sync call layer: one request, our deadline
@@ -58,6 +60,12 @@
  * loop. */
 #define ZK_RETRY_MIN_MS 20
 #define ZK_RETRY_MAX_MS 500
+/* A semaphore's children and its lease nodes' name (Curator's
+ * InterProcessSemaphoreV2): <name>/locks holds an InterProcessMutex,
+ * <name>/leases the permits. */
+#define ZK_SEM_LOCKS "/locks"
+#define ZK_SEM_LEASES "/leases"
+#define ZK_SEM_LEASE "lease-"
 /* What both modes really give. No DLOCK_CAP_LEASE: a lock never expires
  * while its holder's session lives, and the C client keeps the session
  * alive by itself; renewals only prove it (and feed dlock_held()). No
@@ -66,16 +74,18 @@
 #define ZK_CAPS \
     (DLOCK_CAP_CONN_BOUND | DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR | \
      DLOCK_CAP_SHARED | DLOCK_CAP_FENCING | DLOCK_CAP_SURVIVES_RECONNECT | \
-     DLOCK_CAP_BATCH_RENEW)
+     DLOCK_CAP_BATCH_RENEW | DLOCK_CAP_LATCH)
 #define ZK_KINDS \
     (DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE) | DLOCK_KIND_BIT(DLOCK_KIND_SHARED))
 /* The fields of a mode object both modes share: they run one recipe
- * (recipe.c), so only their names, summaries and node names differ. */
+ * (recipe.c), so only their names, summaries, node names and (mutex.c)
+ * permits differ. Each mode sets caps, kinds and acquire. */
 #define ZK_MODE_COMMON \
-    .caps = ZK_CAPS, .kinds = ZK_KINDS, .retry_min_ms = ZK_RETRY_MIN_MS, \
-    .retry_max_ms = ZK_RETRY_MAX_MS, .acquire = dlock__zk_acquire, \
+    .retry_min_ms = ZK_RETRY_MIN_MS, .retry_max_ms = ZK_RETRY_MAX_MS, \
     .renew = dlock__zk_renew, .release = dlock__zk_release, \
-    .inspect = dlock__zk_inspect, .floor = dlock__zk_floor
+    .inspect = dlock__zk_inspect, .floor = dlock__zk_floor, \
+    .forget = dlock__zk_forget, \
+    .latch = &dlock__zk_latch
 
 /* ---- types -------------------------------------------------------------- */
 
@@ -158,10 +168,13 @@ struct zk_scan {
     int blocked;            /* nodes ahead of ours that we must wait for */
     char pred[ZK_NODE_MAX]; /* the nearest of them: the one to watch */
     int ndups;              /* more nodes of ours (a create sent twice) */
+    int children;           /* all children, named as ours or not */
+    int semaphore;          /* one is "leases": a semaphore's node */
     char dups[ZK_DUPS_MAX][ZK_NODE_MAX];
-    /* For inspect: the lowest node and how many hold the lock. */
+    /* For inspect: the lowest and highest nodes, how many hold the lock. */
     int total, holders;
     char first[ZK_NODE_MAX];
+    char last[ZK_NODE_MAX];
 };
 
 enum zk_op { ZK_CREATE, ZK_CHILDREN, ZK_EXISTS, ZK_DELETE, ZK_GET };
@@ -201,6 +214,24 @@ struct zk_session {
     char node[ZK_PATH_MAX];
     char aux[ZK_PATH_MAX];
 };
+
+/* What dlock__zk_take() got: our node and what its grant needs. */
+struct zk_taken {
+    uint64_t id;   /* the serial in our node's uuid */
+    int64_t seq;   /* its sequence number */
+    int64_t czxid; /* its creation, the fence */
+    int64_t alive; /* when the server last answered us */
+    int doubt;     /* its create's answer was lost */
+};
+
+/* What dlock__zk_listed() keeps between the listings of one acquire. */
+struct zk_tries {
+    int64_t doubt_since; /* listings in doubt since then; 0: none */
+    int requeued;        /* times our node vanished and was made again */
+};
+/* dlock__zk_listed(): list again; make our node again. */
+#define ZK_RELIST 1
+#define ZK_RECREATE 2
 
 /* ---- result codes (inline: every file needs them) ----------------------- */
 
@@ -303,17 +334,55 @@ int dlock__zk_create(struct zk_session *zs, struct zk_conn *c, const char *path,
                      const char *data, int len, int mode, int64_t deadline);
 int dlock__zk_children(struct zk_session *zs, struct zk_conn *c,
                        const char *dir, const char *guid, int shared,
-                       int64_t deadline);
+                       int watch, int64_t deadline);
 int dlock__zk_exists(struct zk_session *zs, struct zk_conn *c, const char *path,
                      int64_t deadline);
 int dlock__zk_delete(struct zk_session *zs, struct zk_conn *c, const char *path,
                      int64_t deadline);
 int dlock__zk_get(struct zk_session *zs, struct zk_conn *c, const char *path,
                   int watch, int64_t deadline);
+/* Versioned set and delete (version -1: any), and exists() leaving our
+ * watcher on path (fires on its creation, change or deletion). */
+int dlock__zk_set(struct zk_session *zs, struct zk_conn *c, const char *path,
+                  const char *data, int len, int version, int64_t deadline);
+int dlock__zk_delete_version(struct zk_session *zs, struct zk_conn *c,
+                             const char *path, int version, int64_t deadline);
+int dlock__zk_exists_watch(struct zk_session *zs, struct zk_conn *c,
+                           const char *path, int64_t deadline);
 /* Report a ZooKeeper failure on zs with the dlock code it maps to. */
 int dlock__zk_fail(struct zk_session *zs, int rc, const char *what);
 
 /* ---- recipe.c: the methods both modes share ----------------------------- */
+
+/* Pieces of the recipe that semaphore.c runs too (on zs->dir, zs->node). */
+void dlock__zk_guid(const struct zk_conn *c, uint64_t serial,
+                    char out[ZK_GUID_LEN + 1]);
+int64_t dlock__zk_limit(const struct zk_ctx *x, int64_t deadline);
+int dlock__zk_mkdirs(struct zk_session *zs, struct zk_conn *c, char *path,
+                     int depth);
+void dlock__zk_withdraw(struct zk_session *zs, struct zk_conn *c,
+                        const char *dir, const char *self, const char *guid);
+int dlock__zk_enqueue(struct zk_session *zs, struct zk_conn *c,
+                      const struct dlock_request *req, const char *guid,
+                      const char *what, int shared, int64_t *czxid,
+                      int *doubt);
+int dlock__zk_join(struct zk_session *zs, struct zk_conn *c,
+                   const struct dlock_request *req, const char *what,
+                   int shared, struct zk_taken *t, char *guid);
+int dlock__zk_going(struct zk_session *zs, struct zk_conn *c,
+                    int64_t deadline, const char *self, const char *guid);
+int dlock__zk_listed(struct zk_session *zs, struct zk_conn *c, int rc,
+                     const char *self, const char *guid, const char *what,
+                     struct zk_tries *tries);
+void dlock__zk_drop_dups(struct zk_session *zs, struct zk_conn *c,
+                         const struct zk_scan *scan, const char *guid);
+int dlock__zk_begin(struct zk_session *zs, const struct dlock_request *req,
+                    int64_t deadline, struct zk_conn **out);
+int dlock__zk_take(struct zk_session *zs, struct zk_conn *c,
+                   const struct dlock_request *req, const char *what,
+                   int shared, int64_t deadline, struct zk_taken *t);
+void dlock__zk_grant(struct zk_conn *c, const struct zk_taken *t,
+                     struct dlock_grant *grant);
 
 int dlock__zk_acquire(struct dlock_session *s, const struct dlock_request *req,
                       int64_t deadline, struct dlock_grant *grant,
@@ -323,12 +392,29 @@ int dlock__zk_renew(struct dlock_session *s, struct dlock_renewal *items,
 int dlock__zk_release(struct dlock_session *s, const struct dlock_request *req,
                       struct dlock_grant *grant);
 
+/* ---- latch.c: count-down latches ---------------------------------------- */
+
+extern const struct dlock_latch_ops dlock__zk_latch;
+
 /* ---- inspect.c, floor.c ------------------------------------------------- */
 
 int dlock__zk_inspect(struct dlock_session *s, const char *name, size_t len,
                       dlock_state *out);
 int dlock__zk_floor(const struct dlock_uri *uri, const char *name, uint32_t n,
                     uint64_t *ns_out, char *err, size_t errlen);
+/* dlock_mode.forget of every mode: each name's node and what is under it
+ * (the bench's clean-up). */
+int dlock__zk_forget(const struct dlock_mode *mode,
+                     const struct dlock_uri *uri, const char *const *names,
+                     size_t n, char *err, size_t errlen);
+
+/* ---- semaphore.c -------------------------------------------------------- */
+
+/* Mode mutex's acquire: permits by Curator's semaphore, the rest by
+ * dlock__zk_acquire(). */
+int dlock__zk_sem_acquire(struct dlock_session *s,
+                          const struct dlock_request *req, int64_t deadline,
+                          struct dlock_grant *grant, uint32_t *retry_ms);
 
 /* ---- mutex.c, rwlock.c -------------------------------------------------- */
 

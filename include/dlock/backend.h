@@ -15,7 +15,11 @@
  * replaced version 1's one-table-per-backend methods with mode objects;
  * core refuses version 1 tables with a message saying so. Version 3 adds
  * dlock_mode.downgrade; version 2 tables are still accepted (their modes
- * end at data).
+ * end at data). Version 4 adds dlock_mode.latch (count-down latches);
+ * version 2 and 3 tables are still accepted (no latches). Version 5 adds
+ * dlock_mode.fence_floor and dlock_mode.forget (for `dlock bench`);
+ * version 2 to 4 tables are still accepted (no fence figure, nothing
+ * forgotten).
  *
  * Core's promises to backends (each has an id that tests name):
  *
@@ -94,10 +98,32 @@
  *               dlock_session_queued() once it is queued (node created,
  *               key put), so core can start the next asynchronous acquire
  *               only after it, and arrival order is kept.
+ * [B-PERMIT-1]  A mode that lists DLOCK_KIND_PERMIT (and claims
+ *               DLOCK_CAP_PERMITS) grants a permit request while fewer
+ *               than req->permits permits of req->name are held, by any
+ *               client: each grant is one permit, renewed, released
+ *               (owner-checked) and lost on its own like a lock, with a
+ *               fence that strictly increases per name across all its
+ *               permits. A crashed holder's permit comes back after its
+ *               lease or session. A backend that stores the count refuses
+ *               a request with another count (DLOCK_EINVAL, naming
+ *               permits). Two permit handles of one client are two
+ *               holders, each on its own grant.
  * [B-LEASE-1]   A backend whose lock is a server session reads the
  *               parameter session_timeout= (in its params): when the URI
  *               gives it and no lease=, core sets uri->lease_ms to it, so
  *               the lease follows the session instead of the default.
+ * [B-LATCH-1]   A mode with DLOCK_CAP_LATCH has a latch table: set()
+ *               stores the count only where the name has none (or zero),
+ *               atomically against every other set() and down(); down()
+ *               takes one off a positive count, and the count reaching
+ *               zero leaves the name as if never set and, where the
+ *               backend notifies, announces it; a latch lives on without
+ *               any session (no lease). Core calls them with a name it
+ *               checked (1..DLOCK_NAME_MAX bytes of UTF-8) and never
+ *               retries set() or down(). await(), if given, follows
+ *               [B-CANCEL-1] and starts listening before it reads the
+ *               count, so a zero reached meanwhile is not missed.
  */
 #ifndef DLOCK_BACKEND_H
 #define DLOCK_BACKEND_H
@@ -113,7 +139,7 @@
 extern "C" {
 #endif
 
-#define DLOCK_BACKEND_VERSION 3
+#define DLOCK_BACKEND_VERSION 5
 
 /* ---- URIs ------------------------------------------------------------------ */
 
@@ -158,6 +184,13 @@ struct dlock_uri {
 
 /* dlock_request.flags beyond dlock_lock_options.flags: how it is asked. */
 #define DLOCK_REQ_FAIR (1u << 16) /* in order of arrival, if the mode can */
+/* A candidate of a leader election (dlock_elect_new()): an exclusive lock
+ * like any other, which a backend may name or fill as its ecosystem's
+ * election recipe does (zk: Curator LeaderLatch's "latch-" nodes). The
+ * participant id to publish follows req->owner's terminating NUL, as a
+ * NUL-terminated string of 1..DLOCK_ELECT_ID_MAX bytes. Backends without
+ * an election recipe ignore the flag. */
+#define DLOCK_REQ_ELECTION (1u << 17)
 
 /* What is being asked for; lives as long as the lock handle. */
 struct dlock_request {
@@ -199,6 +232,32 @@ struct dlock_renewal {
 struct dlock_session {
     const struct dlock_backend *backend;
     void *core; /* core's; backends never touch it */
+};
+
+/*
+ * A mode's count-down latches [B-LATCH-1] (dlock_mode.latch). Counts are
+ * 0..DLOCK_LATCH_COUNT_MAX; 0 is also "no latch of that name".
+ */
+struct dlock_latch_ops {
+    /* Required. If the name's count is 0, make it count and say
+     * *current = 0; else change nothing and say *current = the count. */
+    int (*set)(struct dlock_session *s, const char *name, size_t len,
+               uint32_t count, uint32_t *current);
+    /* Required. One off a positive count; *left = the count after (0 when
+     * it was 0 already). Reaching zero wakes the waiters. */
+    int (*down)(struct dlock_session *s, const char *name, size_t len,
+                uint32_t *left);
+    /* Required. The current count. */
+    int (*count)(struct dlock_session *s, const char *name, size_t len,
+                 uint32_t *count);
+    /* Optional. Wait until the count is 0 (DLOCK_OK), deadline_ms passes
+     * (DLOCK_ETIMEDOUT) or the call is cancelled (its code), listening
+     * before looking. NULL: core polls count() with backoff between
+     * poll_min_ms and poll_max_ms. */
+    int (*await)(struct dlock_session *s, const char *name, size_t len,
+                 int64_t deadline_ms);
+    /* Polling when await is NULL (0: core's 10 ms and 200 ms). */
+    uint32_t poll_min_ms, poll_max_ms;
 };
 
 /*
@@ -246,7 +305,9 @@ struct dlock_mode {
                    dlock_state *out);
     /* Optional, for `dlock bench`: run n acquire+release cycles of this
      * mode's bare lock protocol on name with the client library alone, no
-     * dlock core in the loop, and write each cycle's latency in ns to
+     * dlock core in the loop and no fence (what a user of the bare client
+     * library sends to take and release that kind of lock, owner-checked
+     * where the protocol is), and write each cycle's latency in ns to
      * ns_out[i]. */
     int (*floor)(const struct dlock_uri *uri, const char *name, uint32_t n,
                  uint64_t *ns_out, char *err, size_t errlen);
@@ -264,7 +325,31 @@ struct dlock_mode {
     int (*downgrade)(struct dlock_session *s,
                      const struct dlock_request *req,
                      struct dlock_grant *grant);
-    /* ---- version 3 ends here: append below, then bump the version ---- */
+    /* ---- version 3 ends here ---- */
+    /* Optional: count-down latches on this mode's server, or NULL. Set
+     * exactly when caps has DLOCK_CAP_LATCH. */
+    const struct dlock_latch_ops *latch;
+    /* ---- version 4 ends here ---- */
+    /* Optional, for `dlock bench`: n draws of this mode's fencing token on
+     * name alone, with the client library alone (what dlock adds to the
+     * bare lock of floor() to get a fence), each timed into ns_out[i].
+     * NULL where the fence comes inside the lock's own request and costs
+     * nothing apart (a node's czxid, a key's revision, an INCR in the lock
+     * script). mode is this very mode (the pointer in modes[]), so that
+     * one function can serve several modes. */
+    int (*fence_floor)(const struct dlock_mode *mode,
+                       const struct dlock_uri *uri, const char *name,
+                       uint32_t n, uint64_t *ns_out, char *err,
+                       size_t errlen);
+    /* Optional, for `dlock bench`: remove what each of names[0..n) left on
+     * the server or in the directory (fence counters, lock rows, lock
+     * files, keys) once nobody holds, waits for or uses them; core never
+     * calls it otherwise. DLOCK_OK also when there was nothing to remove.
+     * mode: as for fence_floor. */
+    int (*forget)(const struct dlock_mode *mode, const struct dlock_uri *uri,
+                  const char *const *names, size_t n, char *err,
+                  size_t errlen);
+    /* ---- version 5 ends here: append below, then bump the version ---- */
 };
 
 struct dlock_backend {
@@ -310,7 +395,7 @@ struct dlock_backend {
                 void *ctx, char *err, size_t errlen);
     /* Required. Disconnect and free the session itself; cannot fail. */
     void (*close)(struct dlock_session *s);
-    /* ---- versions 2 and 3 end here: append below, then bump ---- */
+    /* ---- versions 2 to 5 end here: append below, then bump ---- */
 };
 
 /* ---- helpers core gives backends ------------------------------------------- */
@@ -518,6 +603,27 @@ DLOCK_API const struct dlock_backend *dlock_backend_find(const char *scheme);
  */
 DLOCK_API int dlock_bench_floor(const char *uri, const char *name, uint32_t n,
                                 uint64_t *ns_out, char *err, size_t errlen);
+
+/**
+ * For `dlock bench`: n draws of the URI's mode's fencing token on name
+ * alone, with its client library alone, each timed into ns_out[i]: the
+ * fence's own cost, which the floor leaves out.
+ * @return as dlock_bench_floor(); DLOCK_EUNSUPPORTED also where the fence
+ *         comes inside the lock's own request (nothing to time apart).
+ * Threads: any.
+ */
+DLOCK_API int dlock_bench_fence(const char *uri, const char *name, uint32_t n,
+                                uint64_t *ns_out, char *err, size_t errlen);
+
+/**
+ * For `dlock bench`: remove every trace of names[0..n) (fence counters,
+ * rows, lock files, keys) on the URI's server, once no process holds,
+ * waits for or uses them. Only for names that are the caller's own.
+ * @return DLOCK_OK, DLOCK_EUNSUPPORTED (the mode cannot), DLOCK_EINVAL,
+ *         DLOCK_ENOBACKEND, DLOCK_ECONNECT; err explains. Threads: any.
+ */
+DLOCK_API int dlock_bench_forget(const char *uri, const char *const *names,
+                                 size_t n, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -114,6 +114,10 @@ DLOCK_API const char *dlock_err_name(int code);
                                              confirm each write (WAIT) */
 #define DLOCK_CAP_DOWNGRADE (1u << 13)    /* dlock_downgrade(): a writer
                                              becomes a reader atomically */
+#define DLOCK_CAP_PERMITS (1u << 14)      /* counting semaphores
+                                             (dlock_lock_options.permits) */
+#define DLOCK_CAP_LATCH (1u << 15)        /* count-down latches
+                                             (dlock_latch_*) */
 
 /** "lease", "conn-bound", ... for one bit; NULL for an unknown bit. */
 DLOCK_API const char *dlock_cap_name(uint32_t bit);
@@ -326,11 +330,22 @@ typedef struct {
     uint32_t flags;       /* DLOCK_LOCK_* */
     dlock_lost_fn on_lost;
     void *payload; /* passed to on_lost */
+    /* Since version 2. 0: a lock. 1..DLOCK_PERMITS_MAX: the handle takes
+     * one permit of a counting semaphore of that many permits under the
+     * name (at most `permits` holders at once; each permit is a grant of
+     * its own, with its lease, fence and loss notice). Every handle of a
+     * name must give the same count; a name is a lock or a semaphore,
+     * never both. Not with DLOCK_LOCK_SHARED. */
+    uint32_t permits;
 } dlock_lock_options;
 
-#define DLOCK_LOCK_OPTIONS_VERSION 1
+#define DLOCK_LOCK_OPTIONS_VERSION 2
 /* List every field: a shorter list trips -Wextra's missing-field check. */
-#define DLOCK_LOCK_OPTIONS_INIT { DLOCK_LOCK_OPTIONS_VERSION, 0, 0, NULL, NULL }
+#define DLOCK_LOCK_OPTIONS_INIT \
+    { DLOCK_LOCK_OPTIONS_VERSION, 0, 0, NULL, NULL, 0 }
+
+/* The most permits a semaphore may have. */
+#define DLOCK_PERMITS_MAX 1024
 
 /* The longest lock name in bytes; backends hash what they cannot store. */
 #define DLOCK_NAME_MAX 65536
@@ -668,6 +683,234 @@ DLOCK_API int dlock_inspect(dlock_client *c, const char *name,
  *         above UINT32_MAX - 1 ms. Threads: any.
  */
 DLOCK_API int dlock_parse_duration(const char *text, uint32_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Leader election                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A leader election on every backend, built on a lock handle: a candidate
+ * campaigns by acquiring the election's name (an exclusive lock) and is
+ * leader while it holds it; the term of a leadership is the grant's fence,
+ * so terms strictly increase on modes with DLOCK_CAP_FENCING (0 without:
+ * Redlock). Leadership is never believed longer than the lock is:
+ * dlock_elect_is_leader() is exactly as strict as dlock_held(), so a
+ * leader stops believing before another can be elected. After a loss the
+ * candidate joins again by itself (as Curator's LeaderLatch does) unless
+ * it resigned. On ZooKeeper the nodes are Curator LeaderLatch's
+ * ("_c_<uuid>-latch-<seq>", data = the participant id), so a Java
+ * LeaderLatch on the same path and dlock candidates compete in one
+ * election.
+ *
+ * Each campaigning candidate occupies one of the client's asynchronous
+ * acquire threads (at most 8 per client) while it waits.
+ */
+typedef struct dlock_election dlock_election;
+
+/**
+ * Called once per change of leadership: is_leader 1 when this candidate
+ * became leader (term is the new term, why says so), 0 when it lost
+ * leadership (the lock was found lost: why is on_lost's text) or resigned
+ * (why "resigned"). dlock_elect_is_leader() already says the new value.
+ * Runs on one of the client's threads (the acquire thread that won, the
+ * watchdog's, or the resigning thread), or with
+ * DLOCK_CLIENT_QUEUE_CALLBACKS in dlock_client_dispatch(): thread-safe,
+ * short; it may call dlock_elect_is_leader(), _term(), _id() and
+ * anything of another client, but no other dlock_elect_* of this
+ * election (join, await, resign, free wait for it: a deadlock).
+ */
+typedef void (*dlock_elect_fn)(dlock_election *e, int is_leader,
+                               uint64_t term, const char *why,
+                               void *payload);
+
+typedef struct {
+    unsigned int version;    /* DLOCK_ELECT_OPTIONS_VERSION */
+    uint32_t lease_ms;       /* 0: the URI's lease= or the default */
+    /* The participant id others see (Curator's LeaderLatch id: the data
+     * of the ZooKeeper node). 1 to DLOCK_ELECT_ID_MAX bytes of UTF-8;
+     * copied. NULL: the lock handle's owner id "<client uuid>:<serial>". */
+    const char *id;
+    dlock_elect_fn on_change; /* NULL: none */
+    void *payload;            /* passed to on_change */
+} dlock_elect_options;
+
+#define DLOCK_ELECT_OPTIONS_VERSION 1
+#define DLOCK_ELECT_OPTIONS_INIT \
+    { DLOCK_ELECT_OPTIONS_VERSION, 0, NULL, NULL, NULL }
+
+/* The longest participant id in bytes. */
+#define DLOCK_ELECT_ID_MAX 1024
+
+/**
+ * Make a candidate of the election `name` (a lock name; an election and a
+ * lock of one name are one lock, so do not use it as both). Does no I/O.
+ *
+ * @param out   the new candidate, or NULL on failure
+ * @param c     an open client
+ * @param name  as for dlock_lock_new()
+ * @param opts  NULL for defaults
+ * @return DLOCK_OK, DLOCK_EINVAL (dlock_client_errmsg() says which
+ *         argument), DLOCK_ENOMEM, DLOCK_ECLOSED.
+ * Threads: any.
+ */
+DLOCK_API int dlock_elect_new(dlock_election **out, dlock_client *c,
+                              const char *name,
+                              const dlock_elect_options *opts);
+
+/**
+ * Campaign: start waiting, in the background, to become leader (an
+ * asynchronous acquire that waits forever, in order of arrival on fair
+ * modes). Returns at once; on_change says when it wins.
+ * @return DLOCK_OK, DLOCK_EINVAL (NULL, or already campaigning or
+ *         leading), DLOCK_ECLOSED, DLOCK_ENOMEM; dlock_elect_errmsg().
+ * Threads: any, not from on_change.
+ */
+DLOCK_API int dlock_elect_join(dlock_election *e);
+
+/**
+ * Wait until this candidate is leader (as dlock_elect_is_leader() says).
+ * @param timeout_ms  0 (just look), milliseconds, or DLOCK_WAIT_FOREVER
+ * @return DLOCK_OK (leader), DLOCK_ETIMEDOUT, DLOCK_ENOTHELD (not
+ *         campaigning: never joined, or resigned), or what ended the
+ *         campaign (DLOCK_ECLOSED, DLOCK_EAUTH, ...; dlock_elect_errmsg()).
+ * Threads: any, not from on_change.
+ */
+DLOCK_API int dlock_elect_await(dlock_election *e, uint32_t timeout_ms);
+
+/**
+ * 1 if this candidate is leader now: it won and dlock_held() of its lock
+ * is 1 (acquired, not found lost, lease not run out by the client's
+ * clock, connection alive, not in doubt). 0 otherwise or for NULL. No
+ * network I/O. Threads: any.
+ */
+DLOCK_API int dlock_elect_is_leader(const dlock_election *e);
+
+/**
+ * The term of the current (or, after a loss, the last) leadership of this
+ * candidate: its grant's fence, strictly greater than every term before it
+ * in this election on modes with DLOCK_CAP_FENCING; 0 before the first
+ * win and on modes without fencing. Threads: any.
+ */
+DLOCK_API uint64_t dlock_elect_term(const dlock_election *e);
+
+/** The participant id ("" for NULL). Threads: any. */
+DLOCK_API const char *dlock_elect_id(const dlock_election *e);
+
+/**
+ * Leave the election: stop campaigning (a wait in progress ends within
+ * 100 ms) or give up leadership (on_change is called with 0, "resigned",
+ * then the lock is released). The candidate may join again later.
+ * @return DLOCK_OK, or the release's failure (DLOCK_ECONNECT: the server
+ *         frees the lock when its lease or session ends; DLOCK_ELOST: it
+ *         had been lost already); dlock_elect_errmsg() says more.
+ * Threads: any, not from on_change.
+ */
+DLOCK_API int dlock_elect_resign(dlock_election *e);
+
+/**
+ * Resign and free the candidate. Accepts NULL. Threads: any, once no
+ * other call on e is in progress; not from on_change.
+ */
+DLOCK_API void dlock_elect_free(dlock_election *e);
+
+/**
+ * The candidate's last failure (join, await, resign, or what ended the
+ * campaign); "" if none. Lives until the next call on e. Threads: any.
+ */
+DLOCK_API const char *dlock_elect_errmsg(const dlock_election *e);
+
+/* ------------------------------------------------------------------------ */
+/* Count-down latches                                                       */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A count-down latch under a name: one party sets a count, any number count
+ * it down, and any number wait until it reaches zero (Java's
+ * CountDownLatch across processes; on Redis, Redisson's RCountDownLatch
+ * with its keys and messages). A latch at zero is gone: it can be set
+ * again. A name used for a latch is not used for a lock (the backend may
+ * keep both in one place). Available where the client's mode has
+ * DLOCK_CAP_LATCH; elsewhere dlock_latch_new() says DLOCK_EUNSUPPORTED.
+ */
+typedef struct dlock_latch dlock_latch;
+
+/* The largest count dlock_latch_set() takes. */
+#define DLOCK_LATCH_COUNT_MAX 2147483647u
+
+/**
+ * Make a latch handle for name (1 to DLOCK_NAME_MAX bytes of UTF-8) on c.
+ * No I/O. The handle keeps the client's memory alive; its calls return
+ * DLOCK_ECLOSED once the client is closed.
+ * @return DLOCK_OK, DLOCK_EINVAL (name; dlock_client_errmsg() says),
+ *         DLOCK_EUNSUPPORTED (the mode has no latches), DLOCK_ECLOSED,
+ *         DLOCK_ENOMEM.
+ * Threads: any.
+ */
+DLOCK_API int dlock_latch_new(dlock_latch **out, dlock_client *c,
+                              const char *name);
+
+/** Free the handle (the latch itself stays). Accepts NULL.
+ * Threads: the handle's one user. */
+DLOCK_API void dlock_latch_free(dlock_latch *l);
+
+/**
+ * Set the count, only if the latch is at zero (absent): Redisson's
+ * trySetCount.
+ * @param count  1 to DLOCK_LATCH_COUNT_MAX
+ * @return DLOCK_OK (set), DLOCK_EBUSY (the latch is counting already:
+ *         nothing changed; the message says its count), DLOCK_EINVAL,
+ *         DLOCK_ECONNECT, ...
+ * Threads: the handle's one user.
+ */
+DLOCK_API int dlock_latch_set(dlock_latch *l, uint32_t count);
+
+/**
+ * Count down by one; the count reaching zero wakes every waiter. At zero
+ * already, nothing happens (DLOCK_OK). Not retried: after DLOCK_ECONNECT
+ * the count-down may or may not have happened.
+ * @param left  if not NULL, the count after this call (0: open)
+ * @return DLOCK_OK, DLOCK_ECONNECT, ...
+ * Threads: the handle's one user.
+ */
+DLOCK_API int dlock_latch_down(dlock_latch *l, uint32_t *left);
+
+/**
+ * The current count (0: open or never set).
+ * @return DLOCK_OK, DLOCK_EINVAL (count NULL), DLOCK_ECONNECT, ...
+ * Threads: the handle's one user.
+ */
+DLOCK_API int dlock_latch_count(dlock_latch *l, uint32_t *count);
+
+/**
+ * Wait until the count is zero, at most timeout_ms (0: look once;
+ * DLOCK_WAIT_FOREVER). Woken by the backend's notification where it has
+ * one, else by polling (docs/backends/ say how fast).
+ * @return DLOCK_OK (at zero), DLOCK_ETIMEDOUT (timeout_ms 0 included),
+ *         DLOCK_ECONNECT (the server stayed unreachable until the
+ *         deadline), ...
+ * Threads: the handle's one user.
+ */
+DLOCK_API int dlock_latch_await(dlock_latch *l, uint32_t timeout_ms);
+
+/**
+ * dlock_latch_await() watching cx as dlock_acquire_cancellable() does
+ * (NULL: the client's shutdown alone): DLOCK_ECANCELED within 100 ms of
+ * dlock_cancel_fire(cx), DLOCK_ECLOSED of dlock_client_shutdown().
+ * Threads: the handle's one user; cx may be fired from any thread or a
+ * signal handler.
+ */
+DLOCK_API int dlock_latch_await_cancellable(dlock_latch *l,
+                                            uint32_t timeout_ms,
+                                            dlock_cancel *cx);
+
+/** The latch's name as given. Threads: any. */
+DLOCK_API const char *dlock_latch_name(const dlock_latch *l);
+
+/**
+ * The handle's last failure, as dlock_lock_errmsg(); "" after a success.
+ * Threads: the handle's one user.
+ */
+DLOCK_API const char *dlock_latch_errmsg(const dlock_latch *l);
 
 #ifdef __cplusplus
 }

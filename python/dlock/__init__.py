@@ -11,7 +11,9 @@ See python/README.md for the API beside tooz's, redis-py's and kazoo's.
 from ._dlock import ffi as _ffi, lib as _lib
 from ._errors import *  # noqa: F401,F403  (one class per error code)
 from ._errors import BY_CODE, Error, ForkedError, __all__ as _errors_all
-from ._client import Client, Lock, acquire_all, parse_duration, release_all
+from ._client import (Client, Latch, Lock, acquire_all, parse_duration,
+                      release_all)
+from ._elect import Election
 
 __version__ = _ffi.string(_lib.dlock_version()).decode()
 
@@ -29,7 +31,7 @@ def schemes():
     return [_ffi.string(out[i]).decode() for i in range(n)]
 
 
-__all__ = ['Client', 'Lock', 'acquire_all', 'release_all', 'parse_duration',
+__all__ = ['Client', 'Latch', 'Lock', 'Election', 'acquire_all', 'release_all', 'parse_duration',
            'schemes', 'BY_CODE',
            'ForkedError', 'LOG_ERROR', 'LOG_WARN', 'LOG_INFO',
            'LOG_DEBUG'] + _errors_all

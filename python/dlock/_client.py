@@ -1,7 +1,7 @@
 """dlock._client: Client and Lock over the C library (dlock/dlock.h).
 
-Divisions: helpers; callbacks from C; Client; Lock; interruptible waits;
-asyncio.
+Divisions: helpers; callbacks from C; Client; Lock; count-down latches;
+interruptible waits; asyncio.
 
 Threads: as in C, a Client is shared by any number of threads and a Lock
 is used by one thread at a time. Every C call releases the GIL (cffi does
@@ -287,6 +287,10 @@ class Client:
                     watchdog=watchdog, on_lost=on_lost,
                     blocking_timeout=blocking_timeout)
 
+    def latch(self, name):
+        """A count-down Latch on name (no I/O until used)."""
+        return Latch(self, name)
+
     # -- queued callbacks (queue_callbacks=True) --
 
     def event_fd(self):
@@ -338,6 +342,10 @@ class Lock:
     dlock.Error. Reentrant: acquiring a Lock it already holds counts one
     more level, released as many times.
 
+    permits=N (1 to DLOCK_PERMITS_MAX) makes the Lock one permit of a
+    counting semaphore: at most N holders of the name at once, each with
+    its own lease and fence; every holder must give the same N.
+
     lost: a threading.Event set when a held lock is found lost (lease ran
     out, session ended, key deleted); cleared by the next acquire.
     on_lost(lock, code, why): called then, on dlock's watchdog thread (or
@@ -346,7 +354,8 @@ class Lock:
     """
 
     def __init__(self, client, name, *, lease=None, shared=False,
-                 watchdog=True, on_lost=None, blocking_timeout=None):
+                 permits=0, watchdog=True, on_lost=None,
+                 blocking_timeout=None):
         if on_lost is not None and not callable(on_lost):
             raise TypeError('on_lost: expected a callable(lock, code, why)')
         self.client = client
@@ -364,6 +373,12 @@ class Lock:
             opts.lease_ms = parse_duration(lease, 'lease')
         if shared:
             opts.flags |= lib.DLOCK_LOCK_SHARED
+        if not isinstance(permits, int) or isinstance(permits, bool):
+            raise TypeError('permits: expected an int (0 for a lock)')
+        if not 0 <= permits <= lib.DLOCK_PERMITS_MAX:
+            raise ValueError('permits: %d (expected 0 for a lock, or 1 to '
+                             '%d)' % (permits, lib.DLOCK_PERMITS_MAX))
+        opts.permits = permits
         if not watchdog:
             opts.flags |= lib.DLOCK_LOCK_NO_WATCHDOG
         opts.on_lost = lib._dlock_py_on_lost
@@ -583,6 +598,108 @@ def _timeout_ms(blocking, timeout):
         return min(int(round(timeout * 1000)), lib.DLOCK_WAIT_FOREVER - 1)
     raise ValueError('timeout: expected -1 or seconds >= 0, got %r'
                      % (timeout,))
+
+
+# ---- count-down latches ------------------------------------------------------
+
+def _latch_free(ptr, pid):
+    if ptr[0] != ffi.NULL and os.getpid() == pid:
+        lib.dlock_latch_free(ptr[0])
+    ptr[0] = ffi.NULL
+
+
+class Latch:
+    """A count-down latch named name through client (dlock_latch_*): one
+    process sets a count, others count it down, any number wait for zero.
+    On redis:// it is Redisson's RCountDownLatch.
+
+    set(count) is Redisson's trySetCount: True when set, False when the
+    latch is counting already. count_down() returns the count left;
+    count is the count now (0: open, or never set). wait(timeout=None)
+    returns True once the count is zero, False on timeout (seconds);
+    Ctrl-C while waiting in the main thread ends the wait. Raises
+    Unsupported on a backend without latches.
+    """
+
+    def __init__(self, client, name):
+        self.client = client
+        self.name = name
+        self._pid = client._pid
+        self._ptr = ffi.new('dlock_latch **')
+        self._finalizer = weakref.finalize(self, _latch_free, self._ptr,
+                                           self._pid)
+        rc = lib.dlock_latch_new(self._ptr, client._c, _bytes(name, 'name'))
+        if rc != 0:
+            client._raise(rc)
+
+    @property
+    def _c(self):
+        self.client._c  # closed or forked: say so
+        if self._ptr[0] == ffi.NULL:
+            raise error_for(lib.DLOCK_ECLOSED, 'the latch was freed')
+        return self._ptr[0]
+
+    def _check(self, rc):
+        if rc != 0:
+            raise error_for(rc, _text(lib.dlock_latch_errmsg(self._ptr[0])))
+
+    def __repr__(self):
+        return '<dlock.Latch %r>' % (self.name,)
+
+    def close(self):
+        """Free the C handle (the latch itself stays)."""
+        self._finalizer()
+
+    def set(self, count):
+        """Set the count (1 to DLOCK_LATCH_COUNT_MAX) if the latch is at
+        zero: True; False if it is counting already (nothing changed)."""
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise TypeError('count: expected an int')
+        if not 1 <= count <= lib.DLOCK_LATCH_COUNT_MAX:
+            raise ValueError('count: %d (expected 1 to %d)'
+                             % (count, lib.DLOCK_LATCH_COUNT_MAX))
+        rc = lib.dlock_latch_set(self._c, count)
+        if rc == lib.DLOCK_EBUSY:
+            return False
+        self._check(rc)
+        return True
+
+    def count_down(self):
+        """Take one off (nothing at zero); the count left."""
+        left = ffi.new('uint32_t *')
+        self._check(lib.dlock_latch_down(self._c, left))
+        return left[0]
+
+    @property
+    def count(self):
+        """The count now (0: open, or never set)."""
+        out = ffi.new('uint32_t *')
+        self._check(lib.dlock_latch_count(self._c, out))
+        return out[0]
+
+    def wait(self, timeout=None):
+        """True once the count is zero; False when timeout (seconds; None:
+        no limit) ran out first."""
+        ms = _timeout_ms(True, -1 if timeout is None else timeout)
+        lt = self._c
+
+        def call(t, cx):
+            rc = lib.dlock_latch_await_cancellable(lt, t, cx)
+            # The first look of _interruptibly: "not yet" is EBUSY there.
+            return lib.DLOCK_EBUSY if t == 0 and rc == lib.DLOCK_ETIMEDOUT \
+                else rc
+
+        rc = _interruptibly(self.name, call, lambda: None, ms)
+        if rc in (lib.DLOCK_EBUSY, lib.DLOCK_ETIMEDOUT):
+            return False
+        self._check(rc)
+        return True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 # ---- interruptible waits -----------------------------------------------------

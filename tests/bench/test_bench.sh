@@ -38,6 +38,8 @@ for r in 0 1; do
         "$p.uncontended.p999_ns:pos" "$p.uncontended.measured:bool"
         "$p.floor.available:bool" "$p.floor.cycles:pos" "$p.floor.p50_ns:pos"
         "$p.floor.dlock_p50_over_floor_p50:pos"
+        "$p.fence.available:=true" "$p.fence.cycles:pos" "$p.fence.p50_ns:pos"
+        "$p.cleanup.measured:=true"
         "$p.contended.workers:pos" "$p.contended.acquisitions:pos"
         "$p.contended.handoffs:int" "$p.contended.handoffs_per_s:number"
         "$p.contended.handoff_latency.p50_ns:int"
@@ -75,6 +77,18 @@ closed=$(grep -o '</text>' "$work/b.svg" | wc -l)
     not_ok "SVG <text> $opened vs </text> $closed"
 grep -q '^| file/ofd |' "$work/b.md" && ok "Markdown has a row per backend" ||
     not_ok "Markdown rows"
+grep -q '| fence p50 µs |' "$work/b.md" && ok "Markdown has the fence column" ||
+    not_ok "Markdown has no fence column"
+# The fence figure comes back from the JSON as it was printed; the bench
+# left no lock file (its clean-up).
+"$DLOCK" bench --from-json "$work/b.json" >"$work/again" 2>&1
+fence_of() { sed -n '/^uncontended:/,/^$/p' "$1" | awk '$1 == 1 { print $NF }'; }
+[ -n "$(fence_of "$work/table")" ] &&
+    [ "$(fence_of "$work/table")" = "$(fence_of "$work/again")" ] &&
+    ok "--from-json reads the fence figure back" ||
+    not_ok "fence figure: '$(fence_of "$work/table")' then '$(fence_of "$work/again")'"
+[ -z "$(find "$work/locks" "$work/locks-2" -type f)" ] && ok "no lock file left" ||
+    not_ok "lock files left: $(find "$work/locks" "$work/locks-2" -type f | head -5)"
 
 # ---- one workload only ------------------------------------------------------
 "$DLOCK" bench --uri "$uri" --duration 200ms --warmup 0 --workloads many \

@@ -400,6 +400,32 @@ else
     grep -q "does not grant in order of arrival" "$work/err" &&
         ok "--fair: the message says why" || not_ok "--fair message: $(cat "$work/err")"
 fi
+# --permits N: one of N; two at once on a mode with permits (dlock info
+# says yes to them), the third busy; elsewhere refused, naming permits.
+sem=$(name sem)
+if "$DLOCK" info | grep -q '^ *yes *permits '; then
+    "$DLOCK" exec --permits 2 "$sem" -- sleep 3 &
+    p1=$!
+    "$DLOCK" exec --permits 2 "$sem" -- sleep 3 &
+    p2=$!
+    sleep 1
+    "$DLOCK" exec -n --permits 2 "$sem" -- true 2>"$work/err"
+    expect_status "--permits 2 with two holders: the third is busy" 1 $?
+    grep -q "no permit free" "$work/err" && ok "--permits: busy says no permit free" ||
+        not_ok "--permits busy message: $(cat "$work/err")"
+    wait "$p1"
+    expect_status "--permits 2: the first holder ran" 0 $?
+    wait "$p2"
+    expect_status "--permits 2: the second holder ran beside it" 0 $?
+else
+    "$DLOCK" exec --permits 2 "$sem" -- true 2>"$work/err"
+    st=$?
+    [ "$st" -ne 0 ] && grep -q "permits" "$work/err" &&
+        ok "--permits on a mode without permits: refused ($st), naming permits" ||
+        not_ok "--permits without permits: exit $st, $(cat "$work/err")"
+fi
+"$DLOCK" exec --fair --permits 2 "$sem" -- true 2>/dev/null
+expect_status "--fair --permits: usage, exit 64" 64 $?
 # --also: all the locks or none, in one order whatever the command line's
 "$DLOCK" exec -n --also "$held" "$(name also1)" -- true 2>"$work/err"
 expect_status "--also with one busy: conflict, exit 1" 1 $?
@@ -772,6 +798,45 @@ if wait_for "$work/gate2"; then
         not_ok "lost message: $(cat "$work/lost-err")"
 else
     not_ok "lost-lock holder did not start"
+fi
+
+# ---- dlock elect: COMMAND runs while leader; lost leadership stops it ------
+el=$(name elect)
+out=$("$DLOCK" elect --id "cand-A" "$el" -- sh -c 'echo "$DLOCK_TERM $DLOCK_ELECT_ID $DLOCK_NAME"; exit 3')
+expect_status "elect: COMMAND's exit code" 3 $?
+case "$out" in
+*" cand-A $el") ok "elect: DLOCK_TERM, DLOCK_ELECT_ID, DLOCK_NAME" ;;
+*) not_ok "elect: environment: '$out'" ;;
+esac
+"$DLOCK" elect 2>/dev/null
+expect_status "elect: no NAME is a usage error" 64 $?
+"$DLOCK" elect --id '' "$el" -- true 2>/dev/null
+expect_status "elect: an empty --id is a usage error" 64 $?
+# Two candidates: the second's COMMAND starts after the first's ended.
+"$DLOCK" elect "$el" -- sh -c "touch $work/el-a; sleep 0.5; touch $work/el-a-end" &
+first=$!
+pids+=("$first")
+wait_for "$work/el-a"
+"$DLOCK" elect "$el" -- sh -c "test -e $work/el-a-end"
+expect_status "elect: the second leads after the first" 0 $?
+wait "$first"
+# Lost leadership: as exec's lost lock (lose_lock takes the same name).
+ell=$(name elect-lost)
+"$DLOCK" elect --lease 600ms --kill-after 5s "$ell" -- \
+    sh -c "trap 'echo term >$work/el-term; exit 0' TERM; touch $work/el-gate;
+        while :; do sleep 0.05; done" 2>"$work/el-err" &
+holder=$!
+pids+=("$holder")
+if wait_for "$work/el-gate"; then
+    lose_lock "$ell" "$holder"
+    wait "$holder"
+    expect_status "elect: lost leadership exits 75" 75 $?
+    [ -e "$work/el-term" ] && ok "elect: command got SIGTERM" ||
+        not_ok "elect: command not told"
+    grep -q "lost" "$work/el-err" && ok "elect: says leadership was lost" ||
+        not_ok "elect: lost message: $(cat "$work/el-err")"
+else
+    not_ok "elect: the leader did not start"
 fi
 
 echo "$passed passed, $failed failed"

@@ -29,6 +29,9 @@ check "commands: all of them" scenario ""
 check "exec's options" --timeout exec --ti
 check "exec's flock options" --nonblock exec --non
 check "exec's short options" -w exec -w
+check "elect is a command" elect el
+check "elect's options" --kill-after elect --ki
+check "elect: a command after --" sleep elect n -- slee
 check "info's options" --json info --j
 check "bench's --from-json" --from-json bench --fro
 check "demo's demos" pitfalls demo pi
@@ -37,6 +40,8 @@ check "demo pitfalls --only: the recipes" zk-herd demo pitfalls --only zk
 check "scenario names" holder-reconnect scenario holder-re
 check "scenario all" all scenario a
 check "scenario's --node-cmd" --node-cmd scenario all --no
+check "latch's actions" await latch aw
+check "latch's options" --timeout latch await --ti
 check "URI schemes of this build" redis:// exec --uri re
 check "URI schemes: redlock" redlock:// exec --uri redl
 if "$DLOCK" info 2>/dev/null | grep -q '^backends:.* etcd'; then

@@ -972,6 +972,49 @@ static void conformance__paused_holder_stops_believing(void **state)
     h_gate_close(&report);
 }
 
+/* A wait at the server longer than the waiter's lease: the lease counted
+ * from the request has run out by the grant, yet the grant is fresh. The
+ * waiter must believe it at once and keep it (core renews once after a
+ * long wait), not find it "lost" at its first renewal. */
+static void conformance__long_wait_grant_is_believed(void **state)
+{
+    const char *name = h_name("longwait");
+    dlock_client *oc;
+    dlock_lock *h, *w;
+    dlock_info info = DLOCK_INFO_INIT;
+    struct delayed l;
+    pthread_t t;
+    uint32_t lease;
+    int rc;
+
+    (void)state;
+    if (!(caps & DLOCK_CAP_NATIVE_WAIT) ||
+        !(caps & (DLOCK_CAP_LEASE | DLOCK_CAP_SERVER_TIMEOUT)))
+        skip(); /* short attempts: the lease counts from a recent request */
+    assert_int_equal(dlock_client_info(cl, &info), DLOCK_OK);
+    lease = info.lease_ms <= 3000 ? info.lease_ms : 1500;
+    oc = h_client(uri);
+    assert_non_null(oc);
+    h = h_lock(oc, name, 0, 0);
+    w = h_lock(cl, name, lease, 0);
+    assert_non_null(w);
+    assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
+    l = (struct delayed){.lk = h, .after_ms = lease + 1000, .rc = -1};
+    assert_int_equal(pthread_create(&t, NULL, release_later, &l), 0);
+    rc = dlock_acquire(w, 30000);
+    pthread_join(t, NULL);
+    if (rc != DLOCK_OK)
+        fail_msg("acquire after a long wait: %s", dlock_lock_errmsg(w));
+    assert_int_equal(l.rc, DLOCK_OK);
+    assert_int_equal(dlock_held(w), 1);
+    h_sleep_ms(lease + 200); /* past a lease counted from the request */
+    assert_int_equal(dlock_held(w), 1);
+    assert_int_equal(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(w);
+    dlock_lock_free(h);
+    dlock_client_close(oc);
+}
+
 /* A lease that runs out unrenewed is lost: dlock_held() turns false by the
  * client's own clock, renewal reports it, the callback fires once. */
 static void conformance__lease_expiry_reported_lost(void **state)
@@ -1400,6 +1443,227 @@ static void conformance__fair_grants_follow_arrival(void **state)
     dlock_lock_free(h);
 }
 
+/* ---- semaphores -------------------------------------------------------------------- */
+
+#define SEM_PERMITS 3
+#define SEM_PROCS 6
+#define SEM_ROUNDS 4
+#define SEM_HOLD_MS 150
+
+/* A contender of semaphore_at_most_n_holders. args: name, log path, index.
+ * Takes one of SEM_PERMITS permits SEM_ROUNDS times, holds each
+ * SEM_HOLD_MS, and appends "<i> <granted ns> <released ns> <fence>" for
+ * each just before releasing (the log is the judge, not dlock). */
+static int permit_child(char **args)
+{
+    dlock_client *c = h_client(uri);
+    dlock_lock *lk = c != NULL ? h_permit(c, args[0], 0, SEM_PERMITS) : NULL;
+    char line[128];
+
+    if (lk == NULL)
+        return 3;
+    for (int r = 0; r < SEM_ROUNDS; r++) {
+        uint64_t t0;
+        if (dlock_acquire(lk, 60000) != DLOCK_OK) {
+            fprintf(stderr, "permit %s: %s\n", args[2],
+                    dlock_lock_errmsg(lk));
+            return 4;
+        }
+        t0 = h_now_ns();
+        h_sleep_ms(SEM_HOLD_MS);
+        snprintf(line, sizeof line, "%s %llu %llu %llu\n", args[2],
+                 (unsigned long long)t0, (unsigned long long)h_now_ns(),
+                 (unsigned long long)dlock_fence(lk));
+        if (!dlock_held(lk) || !h_append(args[1], line))
+            return 5;
+        if (dlock_release(lk) != DLOCK_OK)
+            return 6;
+        h_sleep_ms(10 * (uint32_t)atoi(args[2]));
+    }
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    return 0;
+}
+
+struct sem_event {
+    unsigned long long t;
+    int delta; /* +1 granted, -1 released */
+};
+
+static int sem_event_cmp(const void *a, const void *b)
+{
+    const struct sem_event *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->delta - y->delta; /* a release before a grant at one instant */
+}
+
+static int fence_cmp(const void *a, const void *b)
+{
+    unsigned long long x = *(const unsigned long long *)a,
+                       y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A semaphore of 3 permits, 6 processes taking permits 4 times each: from
+ * their own logged hold intervals, never more than 3 at once, at some
+ * moment all 3 (it is not a mutex), every process served every time, and
+ * (with fencing) every permit's fence different. */
+static void conformance__semaphore_at_most_n_holders(void **state)
+{
+    enum { N = SEM_PROCS * SEM_ROUNDS };
+    const char *name = h_name("sem");
+    char log[600], idx[16];
+    pid_t pid[SEM_PROCS];
+    struct sem_event ev[2 * N];
+    unsigned long long fence[N];
+    int served[SEM_PROCS] = {0}, n = 0, most = 0, now = 0, i;
+    FILE *f;
+
+    (void)state;
+    if (!(caps & DLOCK_CAP_PERMITS))
+        skip();
+    snprintf(log, sizeof log, "%s/%s.log", h_scratch(), name);
+    for (i = 0; i < SEM_PROCS; i++) {
+        snprintf(idx, sizeof idx, "%d", i);
+        pid[i] = h_spawn("permit", name, log, idx);
+    }
+    for (i = 0; i < SEM_PROCS; i++)
+        assert_int_equal(h_wait(pid[i]), 0);
+    f = fopen(log, "r");
+    assert_non_null(f);
+    for (int w; n < N && fscanf(f, "%d %llu %llu %llu", &w, &ev[2 * n].t,
+                                &ev[2 * n + 1].t, &fence[n]) == 4;
+         n++) {
+        assert_true(w >= 0 && w < SEM_PROCS);
+        served[w]++;
+        ev[2 * n].delta = 1;
+        ev[2 * n + 1].delta = -1;
+    }
+    fclose(f);
+    assert_int_equal(n, N);
+    for (i = 0; i < SEM_PROCS; i++)
+        assert_int_equal(served[i], SEM_ROUNDS);
+    qsort(ev, 2 * (size_t)n, sizeof ev[0], sem_event_cmp);
+    for (i = 0; i < 2 * n; i++) {
+        now += ev[i].delta;
+        if (now > most)
+            most = now;
+    }
+    if (most > SEM_PERMITS)
+        fail_msg("%d holders at once of a semaphore of %d", most,
+                 SEM_PERMITS);
+    /* Six contenders holding 150 ms each: three at once unless the
+     * permits were handed out one at a time. */
+    assert_int_equal(most, SEM_PERMITS);
+    if (caps & DLOCK_CAP_FENCING) {
+        qsort(fence, (size_t)n, sizeof fence[0], fence_cmp);
+        for (i = 0; i < n; i++) {
+            assert_true(fence[i] > 0);
+            if (i > 0 && fence[i] == fence[i - 1])
+                fail_msg("two permits with fence %llu", fence[i]);
+        }
+    }
+}
+
+/* Two holders take both permits of a semaphore of 2; a third is refused;
+ * one holder is SIGKILLed, and its permit comes back: at once for a
+ * connection-bound permit, after its lease (or session) otherwise. The
+ * survivor still holds, so only one permit is free. */
+static void conformance__semaphore_killed_holder_permit_returns(void **state)
+{
+    const char *name = h_name("semkill");
+    struct h_gate g1, g2;
+    dlock_lock *a, *b;
+    uint32_t lease = 1500;
+    char lease_s[16], fd_s[16];
+    pid_t p1, p2;
+
+    (void)state;
+    if (!(caps & DLOCK_CAP_PERMITS))
+        skip();
+    a = h_permit(cl, name, 0, 2);
+    b = h_permit(cl, name, 0, 2);
+    h_gate_init(&g1);
+    h_gate_init(&g2);
+    snprintf(lease_s, sizeof lease_s, "%u", lease);
+    snprintf(fd_s, sizeof fd_s, "%d", g1.fd[1]);
+    p1 = h_spawn("holdpermit", name, lease_s, fd_s);
+    assert_true(h_gate_wait(&g1, 30000));
+    snprintf(fd_s, sizeof fd_s, "%d", g2.fd[1]);
+    p2 = h_spawn("holdpermit", name, lease_s, fd_s);
+    assert_true(h_gate_wait(&g2, 30000));
+    assert_int_equal(dlock_try_acquire(a), DLOCK_EBUSY);
+    kill(p1, SIGKILL);
+    assert_int_equal(h_wait(p1), 128 + SIGKILL);
+    assert_int_equal(dlock_acquire(a, lease + 30000), DLOCK_OK);
+    assert_int_equal(dlock_held(a), 1);
+    /* One permit came back, not two. */
+    assert_int_equal(dlock_try_acquire(b), DLOCK_EBUSY);
+    assert_int_equal(dlock_release(a), DLOCK_OK);
+    /* The freed permit serves the other handle of this client. */
+    assert_int_equal(dlock_acquire(b, 5000), DLOCK_OK);
+    assert_int_equal(dlock_release(b), DLOCK_OK);
+    kill(p2, SIGKILL);
+    assert_int_equal(h_wait(p2), 128 + SIGKILL);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    h_gate_close(&g1);
+    h_gate_close(&g2);
+}
+
+/* Child role "holdpermit NAME LEASE_MS GATE_FD": take one permit of a
+ * semaphore of 2, say so on the gate, wait to be killed. */
+static int holdpermit_child(char **args)
+{
+    dlock_client *c = h_client(getenv("DLOCK_URI"));
+    dlock_lock *lk;
+    char b = 1;
+
+    lk = c != NULL ? h_permit(c, args[0], (uint32_t)atoi(args[1]), 2) : NULL;
+    if (lk == NULL || dlock_acquire(lk, 10000) != DLOCK_OK)
+        return 3;
+    if (write(atoi(args[2]), &b, 1) != 1)
+        return 4;
+    for (;;)
+        pause(); /* until SIGKILL */
+}
+
+/* Permits are refused clearly where there are none, and bad counts
+ * everywhere; a permit handle is not a lock handle. */
+static void conformance__semaphore_arguments(void **state)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+
+    (void)state;
+    o.permits = DLOCK_PERMITS_MAX + 1;
+    assert_int_equal(dlock_lock_new(&lk, cl, "x", &o), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_client_errmsg(cl), "permits"));
+    o.permits = 2;
+    o.flags = DLOCK_LOCK_SHARED;
+    assert_int_equal(dlock_lock_new(&lk, cl, "x", &o), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_client_errmsg(cl), "permits"));
+    o.flags = 0;
+    if (!(caps & DLOCK_CAP_PERMITS)) {
+        assert_int_equal(dlock_lock_new(&lk, cl, "x", &o),
+                         DLOCK_EUNSUPPORTED);
+        assert_non_null(strstr(dlock_client_errmsg(cl), "permits"));
+        return;
+    }
+    assert_int_equal(dlock_lock_new(&lk, cl, h_name("semargs"), &o),
+                     DLOCK_OK);
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+    assert_int_equal(dlock_downgrade(lk), DLOCK_EINVAL);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    /* A version 1 caller's struct ends before permits: a lock. */
+    o.version = 1;
+    o.permits = 7;
+    assert_int_equal(dlock_lock_new(&lk, cl, "x", &o), DLOCK_OK);
+    dlock_lock_free(lk);
+}
+
 /* ---- names ----------------------------------------------------------------------------- */
 
 static void conformance__hostile_names(void **state)
@@ -1545,6 +1809,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(conformance__downgrade_keeps_writers_out),
         cmocka_unit_test(conformance__writer_not_starved_by_readers),
         cmocka_unit_test(conformance__fair_grants_follow_arrival),
+        cmocka_unit_test(conformance__semaphore_at_most_n_holders),
+        cmocka_unit_test(conformance__semaphore_killed_holder_permit_returns),
+        cmocka_unit_test(conformance__semaphore_arguments),
         cmocka_unit_test(conformance__hostile_names),
         cmocka_unit_test(conformance__long_names),
         cmocka_unit_test(conformance__bad_arguments),
@@ -1554,6 +1821,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(conformance__release_right_after_cut),
         cmocka_unit_test(conformance__acquire_all_no_deadlock),
         cmocka_unit_test(conformance__paused_holder_stops_believing),
+        cmocka_unit_test(conformance__long_wait_grant_is_believed),
     };
     int failed;
 
@@ -1564,6 +1832,8 @@ int main(int argc, char **argv)
         {"holdexec", holdexec_child},
         {"pausable", pausable_child},
         {"fifo", fifo_child},
+        {"permit", permit_child},
+        {"holdpermit", holdpermit_child},
         {NULL, NULL},
     };
 

@@ -154,6 +154,19 @@ dlock_lock *h_lock(dlock_client *c, const char *name, uint32_t lease_ms,
     return lk;
 }
 
+dlock_lock *h_permit(dlock_client *c, const char *name, uint32_t lease_ms,
+                     uint32_t permits)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+
+    o.lease_ms = lease_ms;
+    o.permits = permits;
+    if (dlock_lock_new(&lk, c, name, &o) != DLOCK_OK)
+        fprintf(stderr, "harness: lock_new: %s\n", dlock_client_errmsg(c));
+    return lk;
+}
+
 uint32_t h_caps(dlock_client *c)
 {
     dlock_info info = DLOCK_INFO_INIT;

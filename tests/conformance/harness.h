@@ -29,6 +29,9 @@ const char *h_name(const char *prefix);
 dlock_client *h_client(const char *uri);
 dlock_lock *h_lock(dlock_client *c, const char *name, uint32_t lease_ms,
                    uint32_t flags);
+/* A handle on one permit of a semaphore of `permits` (see h_lock). */
+dlock_lock *h_permit(dlock_client *c, const char *name, uint32_t lease_ms,
+                     uint32_t permits);
 uint32_t h_caps(dlock_client *c);
 
 int64_t h_now_ms(void);

@@ -54,6 +54,10 @@ extern const struct dlock_backend shim_backend;
 static struct dlock_mode shim_mode;
 static char shim_mode_name[64];
 static _Atomic(const struct dlock_backend *) shim_inner_backend;
+/* The latch table forwarded to the inner mode's (below). */
+static struct dlock_latch_ops shim_latch;
+static int shim_latch_await(struct dlock_session *s, const char *name,
+                            size_t len, int64_t deadline_ms);
 
 /* ---- faults ----------------------------------------------------------------- */
 
@@ -220,6 +224,16 @@ static int shim_pick_mode(const struct dlock_uri *uri,
     shim_mode.kinds = m->kinds;
     shim_mode.retry_min_ms = m->retry_min_ms;
     shim_mode.retry_max_ms = m->retry_max_ms;
+    /* Latches as the inner mode has them (a version 4 table). */
+    shim_mode.latch = NULL;
+    shim_mode.caps &= ~DLOCK_CAP_LATCH;
+    if (b->version >= 4 && m->latch != NULL) {
+        shim_latch.await = m->latch->await != NULL ? shim_latch_await : NULL;
+        shim_latch.poll_min_ms = m->latch->poll_min_ms;
+        shim_latch.poll_max_ms = m->latch->poll_max_ms;
+        shim_mode.latch = &shim_latch;
+        shim_mode.caps |= m->caps & DLOCK_CAP_LATCH;
+    }
     *out = &shim_mode;
     return DLOCK_OK;
 }
@@ -433,6 +447,65 @@ static int shim_downgrade(struct dlock_session *s,
         return leave(s, DLOCK_EUNSUPPORTED);
     return leave(s, m->downgrade(in, req, grant));
 }
+
+/* Latches [B-LATCH-1]: forwarded to the inner mode's table. */
+static const struct dlock_latch_ops *inner_latch(struct dlock_session *s)
+{
+    const struct dlock_mode *m = ((struct shim_session *)s)->inner_mode;
+    const struct dlock_backend *b = atomic_load(&shim_inner_backend);
+
+    return b != NULL && b->version >= 4 ? m->latch : NULL;
+}
+
+static int shim_latch_set(struct dlock_session *s, const char *name,
+                          size_t len, uint32_t count, uint32_t *current)
+{
+    const struct dlock_latch_ops *l = inner_latch(s);
+    struct dlock_session *in = enter(s);
+
+    if (l == NULL)
+        return leave(s, DLOCK_EUNSUPPORTED);
+    return leave(s, l->set(in, name, len, count, current));
+}
+
+static int shim_latch_down(struct dlock_session *s, const char *name,
+                           size_t len, uint32_t *left)
+{
+    const struct dlock_latch_ops *l = inner_latch(s);
+    struct dlock_session *in = enter(s);
+
+    if (l == NULL)
+        return leave(s, DLOCK_EUNSUPPORTED);
+    return leave(s, l->down(in, name, len, left));
+}
+
+static int shim_latch_count(struct dlock_session *s, const char *name,
+                            size_t len, uint32_t *count)
+{
+    const struct dlock_latch_ops *l = inner_latch(s);
+    struct dlock_session *in = enter(s);
+
+    if (l == NULL)
+        return leave(s, DLOCK_EUNSUPPORTED);
+    return leave(s, l->count(in, name, len, count));
+}
+
+static int shim_latch_await(struct dlock_session *s, const char *name,
+                            size_t len, int64_t deadline_ms)
+{
+    const struct dlock_latch_ops *l = inner_latch(s);
+    struct dlock_session *in = enter(s);
+
+    if (l == NULL || l->await == NULL)
+        return leave(s, DLOCK_EUNSUPPORTED);
+    return leave(s, l->await(in, name, len, deadline_ms));
+}
+
+static struct dlock_latch_ops shim_latch = {
+    .set = shim_latch_set,
+    .down = shim_latch_down,
+    .count = shim_latch_count,
+};
 
 /* ---- the tables ------------------------------------------------------------------ */
 

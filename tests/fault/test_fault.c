@@ -453,6 +453,34 @@ static void fault__thread_init_forwarded(void **state)
     assert_true(atomic_load(&shim.thread_inits) >= 1);
 }
 
+/* The shim forwards the inner mode's latch table (and the capability),
+ * and every call of it goes through one session at a time [B-SERIAL-1]. */
+static void fault__latch_forwarded(void **state)
+{
+    dlock_info info = DLOCK_INFO_INIT;
+    dlock_latch *l = NULL;
+    uint32_t n = 9;
+    int rc;
+
+    (void)state;
+    assert_int_equal(dlock_client_info(cl, &info), DLOCK_OK);
+    rc = dlock_latch_new(&l, cl, h_name("latch"));
+    if (!(info.caps & DLOCK_CAP_LATCH)) {
+        assert_int_equal(rc, DLOCK_EUNSUPPORTED);
+        return;
+    }
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(dlock_latch_set(l, 2), DLOCK_OK);
+    assert_int_equal(dlock_latch_count(l, &n), DLOCK_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(dlock_latch_down(l, &n), DLOCK_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(dlock_latch_await(l, 50), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_latch_down(l, &n), DLOCK_OK);
+    assert_int_equal(dlock_latch_await(l, 1000), DLOCK_OK);
+    dlock_latch_free(l);
+}
+
 static void fault__manual_renew_reports_failure(void **state)
 {
     dlock_lock *lk = lost_lock(h_name("manual"), 5000);
@@ -505,6 +533,8 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(fault__log_hook_reports_lost_lock,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(fault__latch_forwarded, setup,
+                                        teardown),
     };
     const char *inner = h_setup(argc, argv);
     int failed;

@@ -18,11 +18,19 @@
  *                 different handles overlap in time, each bracketed by
  *                 dlock_held() == 1 before and after. (For information: the
  *                 increments made against the final counter.)
+ *   over_permits  (a run with --permits N) more than N permit holders'
+ *                 held windows overlap at one instant. Permit holders read
+ *                 the counter as readers do, and their windows may overlap
+ *                 up to N; their fences must all differ, and a grant's fence
+ *                 must be above that of every grant returned before its
+ *                 acquire began (fence_order).
  *   reader_saw_write
  *                 a reader's counter reads differ within one grant, both
  *                 bracketed by dlock_held() == 1 before and after (so the
  *                 reader had not been told of a loss by then): something
- *                 wrote the counter inside a shared holding. (For
+ *                 wrote the counter inside a shared holding (a writer
+ *                 whose own held() said 1 around its write, or nothing
+ *                 logged at all). (For
  *                 information: reader grants and how many pairs of reader
  *                 windows overlapped, which shows shared mode at work.)
  *   stale_write   the store accepted a write whose fence equals the highest
@@ -130,7 +138,8 @@ struct grant {
     uint64_t last_held;     /* start of the last held() == 1 sample, 0 none */
     uint64_t end;           /* release returned, or the process ended */
     bool released, fence_changed;
-    bool shared;            /* a reader's grant */
+    bool shared;            /* a reader's or a permit holder's grant */
+    bool permit;            /* a permit holder's */
 };
 
 struct read {               /* a reader's look at the counter */
@@ -369,7 +378,8 @@ static void worker_line(struct run *r, char *line, void *arg)
             gr->t0 = a;
             gr->t1 = b;
             gr->fence = c;
-            gr->shared = strcmp(kind, "s") == 0;
+            gr->permit = strcmp(kind, "p") == 0;
+            gr->shared = gr->permit || strcmp(kind, "s") == 0;
             if (wl->ngrants == 0)
                 wl->first_grant = r->g.n - 1;
             wl->ngrants++;
@@ -655,6 +665,11 @@ struct overlap_acc {
     uint64_t readers_longest;
 };
 
+static const char *grant_role(const struct grant *g)
+{
+    return g->permit ? "permit" : g->shared ? "reader" : "writer";
+}
+
 static void report_window(struct run *r, const struct span *x,
                           const struct span *y, void *arg)
 {
@@ -676,9 +691,9 @@ static void report_window(struct run *r, const struct span *x,
             "%s %s grant %u (fence %" PRIu64 ") believed held %.3f-%.3f s "
             "and %s %s grant %u (fence %" PRIu64 ") %.3f-%.3f s: both for "
             "%.1f ms",
-            r->w.v[g->w].name, g->shared ? "reader" : "writer", g->seq,
-            g->fence, rel_s(r, x->a), rel_s(r, x->b), r->w.v[h->w].name,
-            h->shared ? "reader" : "writer", h->seq, h->fence,
+            r->w.v[g->w].name, grant_role(g), g->seq, g->fence,
+            rel_s(r, x->a), rel_s(r, x->b), r->w.v[h->w].name,
+            grant_role(h), h->seq, h->fence,
             rel_s(r, y->a), rel_s(r, y->b), ms(d));
 }
 
@@ -746,7 +761,10 @@ static const char *grant_name(const struct run *r, size_t g, char *buf,
     if (g == SIZE_MAX)
         return "an unknown grant";
     snprintf(buf, cap, "%s %sgrant %u", r->w.v[r->g.v[g].w].name,
-             r->g.v[g].shared ? "reader " : "", r->g.v[g].seq);
+             r->g.v[g].permit   ? "permit "
+             : r->g.v[g].shared ? "reader "
+                                : "",
+             r->g.v[g].seq);
     return buf;
 }
 
@@ -754,8 +772,9 @@ static const char *grant_name(const struct run *r, size_t g, char *buf,
  * Each reader grant's bracketed counter reads (in the order logged) must
  * all show the value of its first: a change is a write inside the shared
  * holding. A read whose held samples did not both say 1 is left out, as a
- * writer's unbracketed read-modify-write is: the reader may have been told
- * of a loss by then. The examples name the counter writes between the two
+ * writer's unbracketed read-modify-write is (on either side: the reader
+ * may have been told of a loss by then; the writer had been by the end of
+ * its write). The examples name the counter writes between the two
  * reads.
  */
 static void check_reads(struct run *r, struct finding *f)
@@ -768,7 +787,7 @@ static void check_reads(struct run *r, struct finding *f)
         first[i] = SIZE_MAX;
     for (size_t i = 0; i < r->reads.n; i++) {
         const struct read *rd = &r->reads.v[i], *p;
-        size_t writes = 0;
+        size_t writes = 0, zombies = 0;
 
         if (!rd->bracketed || seen[rd->g])
             continue;
@@ -779,17 +798,30 @@ static void check_reads(struct run *r, struct finding *f)
         p = &r->reads.v[first[rd->g]];
         if (rd->v == p->v)
             continue;
-        seen[rd->g] = true; /* one example per grant */
         who[0] = '\0';
         for (size_t j = 0; j < r->rmw.n; j++) {
             const struct rmw *m = &r->rmw.v[j];
 
-            if (m->t1 > p->t && m->t1 < rd->t && writes++ == 0)
+            if (m->t1 <= p->t || m->t1 >= rd->t)
+                continue;
+            if (!m->bracketed) {
+                zombies++;
+                continue;
+            }
+            if (writes++ == 0)
                 snprintf(who, sizeof who, "; written by %s grant %u at "
-                         "%.4f s%s", r->w.v[m->w].name, m->seq,
-                         rel_s(r, m->t1), m->bracketed ? "" :
-                         " (its held() had said 0)");
+                         "%.4f s", r->w.v[m->w].name, m->seq,
+                         rel_s(r, m->t1));
         }
+        /* Only writes of writers that had not been told of a loss, as in
+         * lost_update: a writer stopped between its held() check and its
+         * write, whose lease ran out meanwhile, writes an unfenced
+         * resource when it resumes, and no lock can stop that (the
+         * fenced store refuses it). A change with no write at all in
+         * between is counted. */
+        if (writes == 0 && zombies > 0)
+            continue;
+        seen[rd->g] = true; /* one example per grant */
         example(f,
                 "%s read the counter %llu at %.4f s and %llu at %.4f s, "
                 "held() == 1 around both%s%s",
@@ -851,6 +883,50 @@ static void check_store(struct run *r, struct finding *f, uint64_t *accepted,
     free(first);
 }
 
+/*
+ * A run with --permits N: the permit holders' held windows, swept in time
+ * order; each grant that makes more than N believed held at once is a
+ * violation. *most gets the most seen at once.
+ */
+static void check_permits(struct run *r, struct finding *f, uint64_t *most)
+{
+    struct span *s = zalloc(r->g.n, sizeof *s);
+    size_t *active = zalloc(r->g.n, sizeof *active), n = 0, na = 0;
+    char a[64], b[64];
+
+    *most = 0;
+    for (size_t i = 0; i < r->g.n; i++)
+        if (r->g.v[i].permit && r->g.v[i].last_held > r->g.v[i].t1) {
+            s[n].a = r->g.v[i].t1;
+            s[n].b = r->g.v[i].last_held;
+            s[n++].idx = i;
+        }
+    if (n > 0)
+        qsort(s, n, sizeof *s, cmp_span);
+    for (size_t i = 0; i < n; i++) {
+        size_t keep = 0;
+
+        for (size_t j = 0; j < na; j++)
+            if (s[active[j]].b > s[i].a)
+                active[keep++] = active[j];
+        na = keep;
+        active[na++] = i;
+        if (na > *most)
+            *most = na;
+        if (r->m.permits > 0 && na > r->m.permits)
+            example(f,
+                    "%zu permit holders of %" PRIu32 " believed held at "
+                    "%.4f s, when %s was granted (also %s, held from "
+                    "%.4f s)",
+                    na, r->m.permits, rel_s(r, s[i].a),
+                    grant_name(r, s[i].idx, a, sizeof a),
+                    grant_name(r, s[active[0]].idx, b, sizeof b),
+                    rel_s(r, s[active[0]].a));
+    }
+    free(active);
+    free(s);
+}
+
 static int cmp_by_return(const void *x, const void *y, void *arg)
 {
     const struct run *r = arg;
@@ -858,6 +934,75 @@ static int cmp_by_return(const void *x, const void *y, void *arg)
     const struct grant *q = &r->g.v[*(const size_t *)y];
 
     return p->t1 < q->t1 ? -1 : p->t1 > q->t1;
+}
+
+static int cmp_by_call(const void *x, const void *y, void *arg)
+{
+    const struct run *r = arg;
+    const struct grant *p = &r->g.v[*(const size_t *)x];
+    const struct grant *q = &r->g.v[*(const size_t *)y];
+
+    return p->t0 < q->t0 ? -1 : p->t0 > q->t0;
+}
+
+static int cmp_by_fence(const void *x, const void *y, void *arg)
+{
+    const struct run *r = arg;
+    const struct grant *p = &r->g.v[*(const size_t *)x];
+    const struct grant *q = &r->g.v[*(const size_t *)y];
+
+    return p->fence < q->fence ? -1 : p->fence > q->fence;
+}
+
+/*
+ * Permits: grants of one semaphore may be made together, and their replies
+ * come back in any order, so a grant's fence is only compared with those
+ * of grants that returned before its acquire was called; and no two held
+ * grants share a fence.
+ */
+static void check_permit_fences(struct run *r, struct finding *f)
+{
+    size_t *ret = zalloc(r->g.n, sizeof *ret);
+    size_t *call = zalloc(r->g.n, sizeof *call), top = SIZE_MAX, j = 0;
+    uint64_t max = 0;
+    char a[64], b[64];
+
+    for (size_t i = 0; i < r->g.n; i++)
+        ret[i] = call[i] = i;
+    if (r->g.n > 0) {
+        qsort_r(ret, r->g.n, sizeof *ret, cmp_by_return, r);
+        qsort_r(call, r->g.n, sizeof *call, cmp_by_call, r);
+    }
+    for (size_t k = 0; k < r->g.n; k++) {
+        const struct grant *g = &r->g.v[call[k]];
+
+        for (; j < r->g.n && r->g.v[ret[j]].t1 < g->t0; j++)
+            if (top == SIZE_MAX || r->g.v[ret[j]].fence > max) {
+                max = r->g.v[ret[j]].fence;
+                top = ret[j];
+            }
+        if (g->fence_changed)
+            example(f, "%s: the fence changed while held",
+                    grant_name(r, call[k], a, sizeof a));
+        if (top != SIZE_MAX && g->last_held != 0 && g->fence <= max)
+            example(f,
+                    "%s (asked at %.3f s, held) has fence %" PRIu64
+                    ", not above %" PRIu64 " of %s (acquired at %.3f s)",
+                    grant_name(r, call[k], a, sizeof a), rel_s(r, g->t0),
+                    g->fence, max, grant_name(r, top, b, sizeof b),
+                    rel_s(r, r->g.v[top].t1));
+    }
+    qsort_r(ret, r->g.n, sizeof *ret, cmp_by_fence, r);
+    for (size_t k = 1; k < r->g.n; k++) {
+        const struct grant *p = &r->g.v[ret[k - 1]], *q = &r->g.v[ret[k]];
+
+        if (p->fence == q->fence && p->last_held != 0 && q->last_held != 0)
+            example(f, "%s and %s, both held, have fence %" PRIu64,
+                    grant_name(r, ret[k - 1], a, sizeof a),
+                    grant_name(r, ret[k], b, sizeof b), q->fence);
+    }
+    free(ret);
+    free(call);
 }
 
 static void check_fences(struct run *r, struct finding *f)
@@ -989,8 +1134,9 @@ static void stall(struct run *r, struct finding *f, uint64_t from,
         *longest = d;
     if (d > r->b.stall_ns)
         example(f,
-                "nobody held the lock from %.3f s to %.3f s (%.0f ms) while "
-                "workers waited and no fault was in effect",
+                "%s from %.3f s to %.3f s (%.0f ms) while workers "
+                "waited and no fault was in effect",
+                r->m.permits > 0 ? "a permit was free" : "nobody held the lock",
                 rel_s(r, from), rel_s(r, to), ms(d));
 }
 
@@ -1000,6 +1146,8 @@ static void check_stalls(struct run *r, struct finding *f, uint64_t *longest)
     struct ev *e = zalloc(cap, sizeof *e);
     int cnt[3] = {0, 0, 0};
     uint64_t from = 0, horizon = r->t_stop;
+    /* A free permit with waiters is a stall as a free lock is. */
+    int held_max = r->m.permits > 0 ? (int)r->m.permits : 1;
     bool in = false;
 
     for (size_t i = 0; i < r->g.n; i++) {
@@ -1031,7 +1179,7 @@ static void check_stalls(struct run *r, struct finding *f, uint64_t *longest)
         /* Every event of one instant first, then the state from t on. */
         for (; i < n && e[i].t == t; i++)
             cnt[e[i].what] += e[i].delta;
-        now = cnt[0] == 0 && cnt[1] > 0 && cnt[2] == 0;
+        now = cnt[0] < held_max && cnt[1] > 0 && cnt[2] == 0;
         if (now && !in)
             from = t;
         else if (!now && in)
@@ -1068,14 +1216,15 @@ static void check_workers(struct run *r, struct finding *f)
 
 /* ---- the report -------------------------------------------------------------------- */
 
-enum { K_OVERLAP, K_LOST, K_READ, K_STALE, K_FENCE, K_HANG, K_STALL,
-       K_WORKER, K_NOPROGRESS, K_COUNT };
+enum { K_OVERLAP, K_PERMITS, K_LOST, K_READ, K_STALE, K_FENCE, K_HANG,
+       K_STALL, K_WORKER, K_NOPROGRESS, K_COUNT };
 
 struct report {
     struct finding f[K_COUNT];
     uint64_t cycles, overlap_grants;
     struct overlap_acc ov;
     uint64_t reader_grants, reads;
+    uint64_t most_permits;  /* permit holders at once, at most */
     uint64_t accepted, rejected, interleaved, increments;
     uint64_t max_acq, max_rel, stall_longest;
     unsigned faults[HI_F_COUNT], faults_failed[HI_F_COUNT];
@@ -1083,12 +1232,14 @@ struct report {
 };
 
 static const char *const kind_names[K_COUNT] = {
-    "overlap", "lost_update", "reader_saw_write", "stale_write",
+    "overlap", "over_permits", "lost_update", "reader_saw_write",
+    "stale_write",
     "fence_order", "hang", "stall", "worker_error", "no_progress",
 };
 
 static const char *const kind_text[K_COUNT] = {
     "overlapping held windows",
+    "more holders than permits",
     "lost updates while both held",
     "counter changed under a reader",
     "stale fenced writes accepted",
@@ -1119,7 +1270,11 @@ static void analyse(struct run *r, struct report *p)
     check_reads(r, &p->f[K_READ]);
     check_store(r, &p->f[K_STALE], &p->accepted, &p->rejected,
                 &p->interleaved);
-    check_fences(r, &p->f[K_FENCE]);
+    check_permits(r, &p->f[K_PERMITS], &p->most_permits);
+    if (r->m.permits > 0)
+        check_permit_fences(r, &p->f[K_FENCE]);
+    else
+        check_fences(r, &p->f[K_FENCE]);
     check_hangs(r, &p->f[K_HANG], &p->max_acq, &p->max_rel);
     check_stalls(r, &p->f[K_STALL], &p->stall_longest);
     check_workers(r, &p->f[K_WORKER]);
@@ -1155,9 +1310,10 @@ static void print_report(const struct run *r, const struct report *p,
     char caps[256];
 
     caps_text(r->m.caps, caps, sizeof caps);
-    printf("history: %s/%s  %s%s%s\n", r->m.scheme, r->m.mode,
+    printf("history: %s/%s  %s%s%s%s\n", r->m.scheme, r->m.mode,
            r->m.uri_shown, r->m.no_lock ? "  [--no-lock]" : "",
-           r->m.fake_fence ? "  [--fake-fence]" : "");
+           r->m.fake_fence ? "  [--fake-fence]" : "",
+           r->m.elect ? "  [--elect: leaders are the holders]" : "");
     printf("  caps %s\n", caps);
     printf("  %.1f s, %u workers (%" PRIu64 " processes), seed %" PRIu64
            ", acquire timeout %u ms\n",
@@ -1169,8 +1325,13 @@ static void print_report(const struct run *r, const struct report *p,
            r->m.lease_ms, r->m.timeout_ms, ms(r->b.slack_ns),
            ms(r->b.stall_ns), ms(r->b.recovery_ns));
     printf("  %-34s %" PRIu64 "\n", "cycles (grants)", p->cycles);
-    printf("  %-34s %" PRIu64, "reader grants", p->reader_grants);
-    if (r->m.readers_pct == 0)
+    printf("  %-34s %" PRIu64, r->m.permits > 0 ? "permit grants"
+                                                  : "reader grants",
+           p->reader_grants);
+    if (r->m.permits > 0)
+        printf("  (--permits %" PRIu32 "; overlapping permit pairs %" PRIu64
+               ")\n", r->m.permits, p->ov.readers);
+    else if (r->m.readers_pct == 0)
         printf("  (--readers 0)\n");
     else if ((r->m.caps & DLOCK_CAP_SHARED) == 0)
         printf("  (--readers %" PRIu32 ": the mode has no shared locks)\n",
@@ -1216,6 +1377,13 @@ static void print_report(const struct run *r, const struct report *p,
             printf("  (grants involved %" PRIu64 ", longest %.1f ms; with "
                    "a reader %" PRIu64 ")",
                    p->overlap_grants, ms(p->ov.longest), p->ov.with_reader);
+            break;
+        case K_PERMITS:
+            if (r->m.permits > 0)
+                printf("  (--permits %" PRIu32 "; most at once %" PRIu64 ")",
+                       r->m.permits, p->most_permits);
+            else
+                printf("  (a lock run)");
             break;
         case K_READ:
             printf("  (%" PRIu64 " reads)", p->reads);
@@ -1307,6 +1475,9 @@ static int write_json(const struct run *r, const struct report *p,
     json_object_object_add(root, "bounds", o);
     json_object_object_add(root, "cycles", json_object_new_int64((int64_t)p->cycles));
     json_object_object_add(root, "readers_pct", json_object_new_int64(r->m.readers_pct));
+    json_object_object_add(root, "permits", json_object_new_int64(r->m.permits));
+    json_object_object_add(root, "most_permit_holders",
+                           json_object_new_int64((int64_t)p->most_permits));
     json_object_object_add(root, "reader_grants",
                            json_object_new_int64((int64_t)p->reader_grants));
     o = json_object_new_object();
@@ -1521,18 +1692,19 @@ static void cell(json_object *root, const char *kind)
 
 int hi_summary_main(int argc, char **argv)
 {
-    static const char *const kinds[] = {"overlap", "lost_update",
+    static const char *const kinds[] = {"overlap", "over_permits",
+                                        "lost_update",
                                         "reader_saw_write", "stale_write",
                                         "fence_order", "hang", "stall",
                                         "worker_error"};
     int status = 0;
 
     printf("| backend/mode | seconds | cycles | reader grants (overlapping "
-           "pairs) | faults | overlapping held windows | lost updates while "
-           "both held | counter changed under a reader | stale fenced writes "
-           "accepted | fences not increasing | hangs | stalls | worker "
-           "errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-           "\n");
+           "pairs) | faults | overlapping held windows | more holders than "
+           "permits | lost updates while both held | counter changed under "
+           "a reader | stale fenced writes accepted | fences not increasing "
+           "| hangs | stalls | worker errors |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 2; i < argc; i++) {
         json_object *root = json_object_from_file(argv[i]), *f = NULL,
                     *s = NULL, *b = NULL, *m = NULL;

@@ -6,7 +6,8 @@
  *                        faults (the nemesis) and runs the checker at the end;
  *   worker   (worker.c)  one contender: acquire, write through the fenced
  *                        store and the unfenced counter (a reader, on a mode
- *                        with shared locks: read the counter), release;
+ *                        with shared locks, and a permit holder of a
+ *                        semaphore: read the counter), release;
  *                        logs every call with CLOCK_MONOTONIC timestamps;
  *   check    (check.c)   reads the logs of a run directory and reports;
  *   summary  (check.c)   one Markdown table from several runs' JSON.
@@ -80,6 +81,12 @@ struct hi_meta {
     uint32_t rmw_pause_us, think_ms;
     uint32_t readers_pct;       /* share of reader cycles (modes with
                                  * DLOCK_CAP_SHARED), 0 to 100 */
+    bool elect;                 /* every cycle campaigns in an election
+                                 * (dlock_elect_*): a leader is a holder,
+                                 * its term the fence */
+    uint32_t permits;           /* > 0: every cycle takes one permit of a
+                                 * semaphore of this many (modes with
+                                 * DLOCK_CAP_PERMITS); 0: a lock */
     uint32_t duration_ms;
     unsigned workers;
     uint64_t seed;

@@ -25,6 +25,20 @@
 # overlapping reader windows; w2 returns after w1 with a lower fence, which
 # readers may), reading the same value throughout; then w0 writes again
 # with a fence above both. No violation: exit status 0.
+#
+# readers-zombie: readers-ok with a writer stopped inside its write, which
+# lands under the readers after its lock ran out: not counted (exit 0).
+#
+# Then two with permits (a semaphore of 2, --permits 2):
+#
+# permits-bad: w0 holds 1.0-1.5 s (fence 5), w1 1.1-1.6 s (fence 6), and
+# w2's grant returns at 1.2 s, a third holder (one over_permits), with w1's
+# fence 6 (one fence-order violation). Exit status 1.
+#
+# permits-ok: w0 and w1 ask together at 1.0 s; w1's reply comes first
+# (1.05 s, fence 8), w0's after it with fence 7, which two grants made
+# together may; both hold together; w2 asks after both returned and gets
+# fence 9. No violation: exit status 0.
 set -euo pipefail
 history=${1:?usage: synthetic.sh HISTORY}
 top=$(mktemp -d /tmp/dlock-history-synth-XXXXXX)
@@ -35,7 +49,7 @@ mkdir "$dir"
 s=1000000000 # one second in ns
 t() { echo $(($1 * s / 1000)); } # ms -> ns
 
-meta() { # DIR CAPS READERS_PCT WORKERS DURATION_MS
+meta() { # DIR CAPS READERS_PCT WORKERS DURATION_MS [PERMITS]
     cat >"$1/meta" <<EOF
 uri file:///nowhere
 uri_shown file:///nowhere
@@ -55,6 +69,7 @@ writes 4
 rmw_pause_us 200
 think_ms 0
 readers_pct $3
+permits ${6:-0}
 duration_ms $5
 workers $4
 seed 1
@@ -149,8 +164,8 @@ EOF
 reader() { # FILE PID SLOT ASKED GRANTED FENCE T1 V1 T2 V2 H2 RELEASED RC
     cat >"$1" <<EOF
 H $(t 1000) $2 $3 0
-A0 $(t $4) s
-A $(t $4) $(t $5) 0 $6 1 s
+A0 $(t $4) ${kind:-s}
+A $(t $4) $(t $5) 0 $6 1 ${kind:-s}
 V 1 0 $(t $7) 1 $6 $(t $(($7 + 1))) $8 $(t $(($7 + 2))) 1
 V 1 1 $(t $9) 1 $6 $(t $(($9 + 1))) ${10} $(t $(($9 + 2))) ${11}
 R0 $(t ${12}) 1
@@ -213,4 +228,72 @@ expect '^  counter changed under a reader +0  \(4 reads\)$'
 expect '^  fences not increasing per grant +0$'
 expect '^  verdict: OK$'
 [ "$rc" = 0 ] || { echo "synthetic.sh: readers-ok: exit status $rc, expected 0" >&2; fail=1; }
+
+# ---- readers-zombie -----------------------------------------------------------
+# As readers-ok, but w0 is stopped inside its second read-modify-write of
+# grant 1: held() said 1 at 1.06 s, it read the counter (1), and its write
+# (2) lands at 1.35 s, after its lock ran out and while w1 and w2 hold
+# shared; held() says 0 right after. Both readers see the counter change,
+# and that is not counted: no lock stops a stopped writer's unfenced write
+# (the store takes it here: same grant, same fence), as lost_update does
+# not count it either. Exit status 0.
+dir=$top/readers-zombie
+mkdir "$dir"
+meta "$dir" $shared 30 3 3000
+runlog "$dir" 3000
+# w0's log of readers-ok, with the stopped write after its first one, its
+# loss, its release at 1.36 s failing, and grant 2 reading 2.
+sed -e "/^W 1 0 /a W 1 1 $(t 1060) 1 $(t 1061) $(t 1062) A 7 $(t 1063) 1 $(t 1350) $(t 1351) 0\\nL $(t 1352) -4" \
+    -e "s/^R0 $(t 1100) 1\$/R0 $(t 1360) 1/" \
+    -e "s/^R $(t 1100) $(t 1101) 0 1\$/R $(t 1360) $(t 1361) -4 1/" \
+    -e "s/ A 10 $(t 1653) 1 / A 10 $(t 1653) 2 /" \
+    "$top/readers-ok/w0.0.log" >"$dir/w0.0.log"
+reader "$dir/w1.0.log" 101 1 1150 1200 9 1210 1 1400 2 1 1410 0
+reader "$dir/w2.0.log" 102 2 1150 1300 8 1310 1 1500 2 1 1510 0
+printf '%s\n' \
+    "1 $(t 1052) A 7 0 0.0 1" \
+    "2 $(t 1062) A 7 7 0.0 1" \
+    "3 $(t 1652) A 10 7 0.0 2" >"$dir/store.log"
+echo 3 >"$dir/counter"
+check "$dir"
+expect '^  overlapping held windows +0  '
+expect '^  counter changed under a reader +0  \(4 reads\)$'
+expect '^  verdict: OK$'
+[ "$rc" = 0 ] || { echo "synthetic.sh: readers-zombie: exit status $rc, expected 0" >&2; fail=1; }
+
+# ---- permits -----------------------------------------------------------------
+permits=$((1 << 14 | 1 << 6)) # DLOCK_CAP_PERMITS | DLOCK_CAP_FENCING
+kind=p
+dir=$top/permits-bad
+mkdir "$dir"
+meta "$dir" $permits 0 3 3000 2
+runlog "$dir" 3000
+reader "$dir/w0.0.log" 100 0 1000 1000 5 1010 0 1490 0 1 1500 0
+reader "$dir/w1.0.log" 101 1 1000 1100 6 1110 0 1590 0 1 1600 0
+reader "$dir/w2.0.log" 102 2 1000 1200 6 1210 0 1390 0 1 1400 0
+: >"$dir/store.log"
+echo 0 >"$dir/counter"
+check "$dir"
+expect '^  permit grants +3  \(--permits 2; overlapping permit pairs 3\)$'
+expect '^  more holders than permits +1  \(--permits 2; most at once 3\)$'
+expect '3 permit holders of 2 believed held at 0\.2000 s, when w2\.0 permit grant 1 was granted'
+expect '^  overlapping held windows +0  '
+expect '^  fences not increasing per grant +1$'
+expect 'w2\.0 permit grant 1 \(asked at 0\.000 s, held\) has fence 6, not above|have fence 6'
+[ "$rc" = 1 ] || { echo "synthetic.sh: permits-bad: exit status $rc, expected 1" >&2; fail=1; }
+
+dir=$top/permits-ok
+mkdir "$dir"
+meta "$dir" $permits 0 3 3000 2
+runlog "$dir" 3000
+reader "$dir/w0.0.log" 100 0 1000 1060 7 1070 0 1390 0 1 1400 0
+reader "$dir/w1.0.log" 101 1 1000 1050 8 1060 0 1490 0 1 1500 0
+reader "$dir/w2.0.log" 102 2 1420 1450 9 1460 0 1590 0 1 1600 0
+: >"$dir/store.log"
+echo 0 >"$dir/counter"
+check "$dir"
+expect '^  more holders than permits +0  \(--permits 2; most at once 2\)$'
+expect '^  fences not increasing per grant +0$'
+expect '^  verdict: OK$'
+[ "$rc" = 0 ] || { echo "synthetic.sh: permits-ok: exit status $rc, expected 0" >&2; fail=1; }
 exit $fail

@@ -207,6 +207,8 @@ int hi_meta_write(const char *dir, const struct hi_meta *m)
     fprintf(f, "rmw_pause_us %" PRIu32 "\nthink_ms %" PRIu32 "\n",
             m->rmw_pause_us, m->think_ms);
     fprintf(f, "readers_pct %" PRIu32 "\n", m->readers_pct);
+    fprintf(f, "permits %" PRIu32 "\n", m->permits);
+    fprintf(f, "elect %d\n", m->elect);
     fprintf(f, "duration_ms %" PRIu32 "\nworkers %u\n", m->duration_ms,
             m->workers);
     fprintf(f, "seed %" PRIu64 "\nfaults %" PRIu32 "\n", m->seed, m->faults);
@@ -277,6 +279,10 @@ int hi_meta_read(const char *dir, struct hi_meta *m, char *err, size_t cap)
             m->think_ms = (uint32_t)n;
         else if (strcmp(line, "readers_pct") == 0)
             m->readers_pct = (uint32_t)n;
+        else if (strcmp(line, "permits") == 0)
+            m->permits = (uint32_t)n;
+        else if (strcmp(line, "elect") == 0)
+            m->elect = n != 0;
         else if (strcmp(line, "duration_ms") == 0)
             m->duration_ms = (uint32_t)n;
         else if (strcmp(line, "workers") == 0)

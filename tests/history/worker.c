@@ -16,6 +16,14 @@
  * with DLOCK_LOCK_SHARED and, instead of writing, reads the unfenced counter
  * at evenly spaced moments from the start to the end of the holding (the
  * same planned time as a writer's), each read bracketed by held samples.
+ * With permits > 0 (a mode with DLOCK_CAP_PERMITS) the handle takes one
+ * permit of a semaphore of that many, and every cycle is a permit holder's:
+ * like a reader's (no writes: several hold at once), logged with a
+ * trailing p instead of s.
+ * With elect, the worker is a candidate of an election on the name
+ * (dlock_elect_*): "acquire" joins and awaits leadership (leaving again
+ * if the wait times out), held() is dlock_elect_is_leader(), the fence is
+ * the term, and "release" resigns; a lost leadership is logged as L.
  * With no_lock the lock calls are pretended (always granted, always held):
  * the checker's own test. With fake_fence the fence written and logged is a
  * per-process counter instead of dlock_fence(): the other test.
@@ -28,7 +36,8 @@
  *   A0 t0 [s] / A t0 t1 rc fence seq [s]  dlock_acquire begins / returned
  *                                         (seq numbers this process's grants
  *                                         of both kinds, 0 when rc is not
- *                                         OK; a trailing s: the shared handle)
+ *                                         OK; a trailing s: the shared handle;
+ *                                         p: a permit)
  *   W seq k th1 h1 [tw0 tw1 res fence tr v tw th2 h2]
  *                                         write k of grant seq: held sample
  *                                         h1 taken at th1; if 1, the store
@@ -74,6 +83,7 @@ struct worker {
     dlock_lock *lk;         /* the writer's handle */
     dlock_lock *lk_shared;  /* the reader's, NULL without readers */
     dlock_lock *cur;        /* the one this cycle uses */
+    dlock_election *e;      /* with elect: the candidate */
     bool readers;           /* readers_pct > 0 on a mode with shared */
 };
 
@@ -155,6 +165,19 @@ static void on_lost(dlock_lock *lk, int code, const char *why, void *payload)
     hi_logf(w->log, "L %" PRIu64 " %d", hi_now_ns(), code);
 }
 
+/* A candidate's change of leadership: a loss (not a resignation) is
+ * logged as a lock's on_lost is. */
+static void on_change(dlock_election *e, int is_leader, uint64_t term,
+                      const char *why, void *payload)
+{
+    const struct worker *w = payload;
+
+    (void)e;
+    (void)term;
+    if (!is_leader && strcmp(why, "resigned") != 0)
+        hi_logf(w->log, "L %" PRIu64 " %d", hi_now_ns(), DLOCK_ELOST);
+}
+
 static int open_client(struct worker *w)
 {
     dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
@@ -177,14 +200,28 @@ static int open_client(struct worker *w)
     }
     if (w->c == NULL)
         return -1;
+    if (w->m.elect) {
+        dlock_elect_options eo = DLOCK_ELECT_OPTIONS_INIT;
+
+        eo.on_change = on_change;
+        eo.payload = w;
+        if (dlock_elect_new(&w->e, w->c, w->m.name, &eo) != DLOCK_OK) {
+            hi_logf(w->log, "E %" PRIu64 " elect_new: %s", hi_now_ns(),
+                    dlock_client_errmsg(w->c));
+            return -1;
+        }
+        return 0;
+    }
     o.on_lost = on_lost;
     o.payload = w;
+    o.permits = w->m.permits;
     if (dlock_lock_new(&w->lk, w->c, w->m.name, &o) != DLOCK_OK) {
         hi_logf(w->log, "E %" PRIu64 " lock_new: %s", hi_now_ns(),
                 dlock_client_errmsg(w->c));
         return -1;
     }
     o.flags = DLOCK_LOCK_SHARED;
+    o.permits = 0;
     if (w->readers &&
         dlock_lock_new(&w->lk_shared, w->c, w->m.name, &o) != DLOCK_OK) {
         hi_logf(w->log, "E %" PRIu64 " lock_new shared: %s", hi_now_ns(),
@@ -194,25 +231,49 @@ static int open_client(struct worker *w)
     return 0;
 }
 
+static int elect_acquire(struct worker *w)
+{
+    int rc = dlock_elect_join(w->e);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock_elect_await(w->e, w->m.acquire_timeout_ms);
+    if (rc != DLOCK_OK && rc != DLOCK_ETIMEDOUT)
+        hi_logf(w->log, "E %" PRIu64 " elect_await: %s", hi_now_ns(),
+                dlock_elect_errmsg(w->e));
+    if (rc != DLOCK_OK)
+        dlock_elect_resign(w->e); /* leave, as a timed-out acquire does */
+    return rc;
+}
+
 static int lock_acquire(struct worker *w)
 {
-    return w->m.no_lock ? DLOCK_OK
-                        : dlock_acquire(w->cur, w->m.acquire_timeout_ms);
+    if (w->m.no_lock)
+        return DLOCK_OK;
+    if (w->e != NULL)
+        return elect_acquire(w);
+    return dlock_acquire(w->cur, w->m.acquire_timeout_ms);
 }
 
 static int lock_held(struct worker *w)
 {
-    return w->m.no_lock ? 1 : dlock_held(w->cur);
+    if (w->m.no_lock)
+        return 1;
+    return w->e != NULL ? dlock_elect_is_leader(w->e) : dlock_held(w->cur);
 }
 
 static uint64_t lock_fence(struct worker *w)
 {
-    return w->m.no_lock ? 0 : dlock_fence(w->cur);
+    if (w->m.no_lock)
+        return 0;
+    return w->e != NULL ? dlock_elect_term(w->e) : dlock_fence(w->cur);
 }
 
 static int lock_release(struct worker *w)
 {
-    return w->m.no_lock ? DLOCK_OK : dlock_release(w->cur);
+    if (w->m.no_lock)
+        return DLOCK_OK;
+    return w->e != NULL ? dlock_elect_resign(w->e) : dlock_release(w->cur);
 }
 
 /* ---- one holding ------------------------------------------------------------------ */
@@ -381,12 +442,13 @@ static int open_files(struct worker *w)
 static void cycle(struct worker *w, uint32_t *seq, const char *stop)
 {
     uint64_t t0, t1, fence;
-    bool shared = w->readers &&
-                  hi_rand(&w->rng) % 100 < w->m.readers_pct;
-    const char *kind = shared ? " s" : "";
+    bool permit = w->m.permits > 0;
+    bool shared = permit || (w->readers &&
+                             hi_rand(&w->rng) % 100 < w->m.readers_pct);
+    const char *kind = permit ? " p" : shared ? " s" : "";
     int rc;
 
-    w->cur = shared ? w->lk_shared : w->lk;
+    w->cur = shared && !permit ? w->lk_shared : w->lk;
     t0 = hi_now_ns();
     hi_logf(w->log, "A0 %" PRIu64 "%s", t0, kind);
     rc = lock_acquire(w);
@@ -444,7 +506,8 @@ int hi_worker_main(int argc, char **argv)
     }
     if (open_files(&w) != 0)
         return 2;
-    w.readers = w.m.readers_pct > 0 && (w.m.caps & DLOCK_CAP_SHARED) != 0;
+    w.readers = w.m.readers_pct > 0 && (w.m.caps & DLOCK_CAP_SHARED) != 0 &&
+                !w.m.elect;
     w.rng = w.m.seed ^ ((uint64_t)w.slot << 32) ^ ((uint64_t)w.gen << 48) ^
             0x5eed;
     hi_logf(w.log, "H %" PRIu64 " %ld %u %u", hi_now_ns(), (long)getpid(),
@@ -465,6 +528,7 @@ int hi_worker_main(int argc, char **argv)
         uint64_t t0 = hi_now_ns();
 
         hi_logf(w.log, "C0 %" PRIu64, t0);
+        dlock_elect_free(w.e);
         dlock_lock_free(w.lk_shared);
         dlock_lock_free(w.lk);
         dlock_client_close(w.c);

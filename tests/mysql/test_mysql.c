@@ -4,7 +4,7 @@
  * (Connector/C directly) to look at tables, threads and locks from the
  * server's side.
  *
- *   test_mysql --uri URI --group names|conn|server
+ *   test_mysql --uri URI --group names|conn|server|fence
  *
  * names:  hostile names leave the tables intact and get keys of their own;
  *         utf8mb4 round trip; the key a DBA can compute; namespace is a
@@ -15,10 +15,17 @@
  *         SIGKILLed holder frees its lock (conn-bound: with the connection;
  *         insert: after the lease); a KILLed connection loses the lock of a
  *         conn-bound mode but not of insert, and the fence stays ahead;
- *         waiters wait on the server.
+ *         waiters wait on the server; get_lock permits hold one slot
+ *         each (seen from the server), slot names near the limit, a
+ *         waiter served when a permit comes back, and cancelled
+ *         leaving no slot held; insert permits are rows of slot keys.
  * server: restart (conn-bound holders are told the lock is lost, insert
  *         holders keep their rows and renew), paused and stopped server
  *         give DLOCK_ECONNECT within the timeout, never a hang.
+ * fence:  the tokens' epochs (fence.c): a counter that runs out and a
+ *         MEMORY table that fills up move to a new epoch, and a SIGKILLed
+ *         server hands out, after it restarts, only tokens above every
+ *         one it handed out before.
  *
  * Time bounds are loose: they check order and occurrence, not speed.
  */
@@ -219,9 +226,11 @@ static bool eventually_lost(int want, uint32_t timeout_ms)
 
 /* ---- names and tables ---------------------------------------------------- */
 
+#define LOCK1 "\xf0\x9f\x94\x92" /* U+1F512, 4 bytes */
+#define LOCK7 LOCK1 LOCK1 LOCK1 LOCK1 LOCK1 LOCK1 LOCK1
 static const char *const hostile[] = {
     "x'; DROP TABLE dlock_inj; --",
-    "`; DROP TABLE `dlock_inj_fence`; --",
+    "`; DROP TABLE `dlock_inj_fmem`; --",
     "\"); DELETE FROM dlock_inj; --",
     "' OR '1'='1",
     "\\' OR 1=1 #",
@@ -236,6 +245,8 @@ static const char *const hostile[] = {
     "a", /* differs from "A" only in case */
     "a ", /* differs from "a" only by a trailing space */
     "dlock:0123456789abcdef0123456789abcdef0123456789abcdef0123",
+    /* 49 characters but 196 bytes: past MariaDB's 192 for GET_LOCK */
+    LOCK7 LOCK7 LOCK7 LOCK7 LOCK7 LOCK7 LOCK7,
     "",   /* filled in: 64 characters */
     "",   /* filled in: 65 characters */
     "",   /* filled in: 10 000 bytes */
@@ -257,15 +268,15 @@ static const char *hostile_name(size_t i)
 
 /* Every hostile name held at once, in every mode, on one table: each is
  * exclusive, none collides with another, and the tables are intact
- * afterwards with one fence row per name. */
+ * afterwards with one fence counter per name. */
 static void mysql__injection_names_leave_tables_intact(void **state)
 {
     (void)state;
     memset(name64, 'q', 64);
     memset(name65, 'q', 65);
     memset(name10k, 'n', 10000);
-    adm_exec("DROP TABLE IF EXISTS dlock_inj, dlock_inj_fence, "
-             "dlock_inj_rows");
+    adm_exec("DROP TABLE IF EXISTS dlock_inj, dlock_inj_fmem, "
+             "dlock_inj_epoch, dlock_inj_rows");
     for (int m = 0; m < NMODES; m++) {
         dlock_client *a = client_for(modes[m], "table=dlock_inj");
         dlock_client *b = client_for(modes[m], "table=dlock_inj");
@@ -323,17 +334,19 @@ static void mysql__injection_names_leave_tables_intact(void **state)
     }
     assert_int_equal(adm_int("SELECT COUNT(*) FROM information_schema.TABLES "
                              "WHERE TABLE_SCHEMA = 'dlock' AND TABLE_NAME "
-                             "IN ('dlock_inj', 'dlock_inj_fence', "
-                             "'dlock_inj_rows')"),
-                     3);
+                             "IN ('dlock_inj', 'dlock_inj_fmem', "
+                             "'dlock_inj_epoch', 'dlock_inj_rows')"),
+                     4);
     assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj"), 0);
     assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_rows"),
                      NHOSTILE);
-    /* One counter per name, bumped once in each of the three modes. */
-    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_fence"),
+    /* One counter per name (and the epoch's marker), bumped once in each
+     * of the three modes, all in the first epoch. */
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_fmem"),
+                     NHOSTILE + 1);
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_fmem WHERE "
+                             "fence = 1 << 40 | 3"),
                      NHOSTILE);
-    assert_int_equal(adm_int("SELECT MIN(fence) FROM dlock_inj_fence"), 3);
-    assert_int_equal(adm_int("SELECT MAX(fence) FROM dlock_inj_fence"), 3);
 }
 
 /* namespace= is a plain prefix of the name, in every mode. */
@@ -461,26 +474,34 @@ static void mysql__tables_created_on_first_use(void **state)
     (void)state;
     snprintf(t, sizeof t, "dlock_fresh_%ld", (long)getpid());
     snprintf(extra, sizeof extra, "table=%s", t);
-    adm_exec("DROP TABLE IF EXISTS %s, %s_fence, %s_rows", t, t, t);
+    adm_exec("DROP TABLE IF EXISTS %s, %s_fmem, %s_epoch, %s_rows", t, t, t,
+             t);
     for (int m = 0; m < NMODES; m++) {
         dlock_client *c = client_for(modes[m], extra);
-        dlock_lock *lk = h_lock(c, h_name("fresh"), 0, 0);
+        dlock_client *o = client_for(modes[m], extra);
+        const char *name = h_name("fresh");
+        dlock_lock *lk = h_lock(c, name, 0, 0), *other = h_lock(o, name, 0, 0);
 
         assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
         assert_int_equal(dlock_release(lk), DLOCK_OK);
-        /* Dropped behind the client's back: made again on next use. */
-        adm_exec("DROP TABLE IF EXISTS %s_fence", t);
+        /* Dropped behind the client's back: made again on next use (the
+         * counters, like a restart, under a new epoch), and for_update's
+         * CREATE did not commit the lock away. */
+        adm_exec("DROP TABLE IF EXISTS %s_fmem", t);
         assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
         assert_true(dlock_fence(lk) > 0);
+        assert_int_equal(dlock_try_acquire(other), DLOCK_EBUSY);
         assert_int_equal(dlock_release(lk), DLOCK_OK);
         dlock_lock_free(lk);
+        dlock_lock_free(other);
         dlock_client_close(c);
+        dlock_client_close(o);
     }
     assert_int_equal(adm_int("SELECT COUNT(*) FROM information_schema.TABLES "
                              "WHERE TABLE_SCHEMA = 'dlock' AND TABLE_NAME "
-                             "IN ('%s', '%s_fence', '%s_rows')",
-                             t, t, t),
-                     3);
+                             "IN ('%s', '%s_fmem', '%s_epoch', '%s_rows')",
+                             t, t, t, t),
+                     4);
 }
 
 /* dlock inspect in every mode: held or not, by whom where the server can
@@ -534,12 +555,13 @@ static void mysql__modes_listed_without_a_server(void **state)
 {
     static const uint32_t want[NMODES] = {
         DLOCK_CAP_LEASE | DLOCK_CAP_FENCING | DLOCK_CAP_SURVIVES_RECONNECT |
-            DLOCK_CAP_BATCH_RENEW,
+            DLOCK_CAP_BATCH_RENEW | DLOCK_CAP_PERMITS | DLOCK_CAP_LATCH,
         DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
             DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT |
-            DLOCK_CAP_SHARED | DLOCK_CAP_FENCING,
+            DLOCK_CAP_SHARED | DLOCK_CAP_FENCING | DLOCK_CAP_LATCH,
         DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
-            DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FENCING | DLOCK_CAP_BATCH_RENEW,
+            DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FENCING | DLOCK_CAP_BATCH_RENEW |
+            DLOCK_CAP_PERMITS | DLOCK_CAP_LATCH,
     };
     static const char *const down[] = {
         "mysql://dlock@127.0.0.1:1/dlock", "mariadb://dlock@127.0.0.1:1/dlock"};
@@ -980,6 +1002,648 @@ static void mysql__paused_or_stopped_server_gives_econnect(void **state)
     }
 }
 
+/* ---- permits ------------------------------------------------------------- */
+
+/* SQL for GET_LOCK's name of permit slot i of name (no namespace), as
+ * docs/backends/mysql.md gives it: "dlock:<i>#<name>" up to 53
+ * characters and 181 bytes, else "dlock:<i>!" and 53 hex digits of
+ * SHA-256(name). */
+static void slot_sql(char *out, size_t cap, const char *name, unsigned i)
+{
+    char lit[1024];
+    size_t chars = 0;
+
+    for (const char *p = name; *p != '\0'; p++)
+        chars += ((unsigned char)*p & 0xc0) != 0x80;
+    hexlit(lit, sizeof lit, name, strlen(name));
+    if (chars <= 53 && strlen(name) <= 181)
+        snprintf(out, cap, "CONCAT('dlock:', %u, '#', CONVERT(%s USING "
+                 "utf8mb4))", i, lit);
+    else
+        snprintf(out, cap, "CONCAT('dlock:', %u, '!', LEFT(SHA2(%s, 256), "
+                 "53))", i, lit);
+}
+
+/* The connection id holding slot i of name, or -1. */
+static long long slot_holder(const char *name, unsigned i)
+{
+    char q[1200];
+
+    slot_sql(q, sizeof q, name, i);
+    return adm_int("SELECT IS_USED_LOCK(%s)", q);
+}
+
+/* The admin takes (1) or gives back (0) slot i of name. */
+static void adm_slot(const char *name, unsigned i, bool take)
+{
+    char q[1200];
+
+    slot_sql(q, sizeof q, name, i);
+    assert_int_equal(adm_int(take ? "SELECT GET_LOCK(%s, 0)"
+                                  : "SELECT RELEASE_LOCK(%s)",
+                             q),
+                     1);
+}
+
+static dlock_lock *permit(dlock_client *c, const char *name, uint32_t n)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+
+    o.permits = n;
+    assert_int_equal(dlock_lock_new(&lk, c, name, &o), DLOCK_OK);
+    return lk;
+}
+
+/* Slots 0..n-1 of name held by others than the admin: how many, and how
+ * many different connections hold them. */
+static unsigned slots_held(const char *name, unsigned n, unsigned *conns)
+{
+    long long ids[64];
+    unsigned held = 0;
+    long long me = (long long)mysql_thread_id(adm);
+
+    assert_true(n <= 64);
+    *conns = 0;
+    for (unsigned i = 0; i < n; i++) {
+        long long id = slot_holder(name, i);
+        if (id < 0 || id == me)
+            continue;
+        bool seen = false;
+        for (unsigned j = 0; j < held; j++)
+            seen = seen || ids[j] == id;
+        *conns += !seen;
+        ids[held++] = id;
+    }
+    return held;
+}
+
+/* dlock inspect of name says held (1) or free (0); returns its fence. */
+static uint64_t inspect_held(dlock_client *c, const char *name, int want)
+{
+    dlock_state st = DLOCK_STATE_INIT;
+
+    assert_int_equal(dlock_inspect(c, name, &st), DLOCK_OK);
+    assert_int_equal(st.held, want);
+    return st.fence;
+}
+
+/* get_lock permits: one statement tries many slots (CASE stops at the
+ * first GET_LOCK granted), and the server, seen from the admin's
+ * connection, shows each permit holding exactly one slot: with the admin
+ * holding all slots but one, of 3 and of 40 (two statements' worth); and
+ * five handles of one client hold five slots on five connections, which
+ * inspect sees as held. */
+static void mysql__permit_takes_one_slot(void **state)
+{
+    dlock_client *c = client_for("get_lock", NULL);
+    const char *name = h_name("sem1");
+    const long long me = (long long)mysql_thread_id(adm);
+    dlock_lock *lk[6];
+    unsigned conns;
+
+    (void)state;
+    adm_slot(name, 0, true);
+    adm_slot(name, 2, true);
+    lk[0] = permit(c, name, 3);
+    lk[1] = permit(c, name, 3);
+    assert_int_equal(dlock_try_acquire(lk[0]), DLOCK_OK);
+    assert_int_equal(slot_holder(name, 0), me);
+    assert_int_equal(slot_holder(name, 2), me);
+    assert_true(slot_holder(name, 1) > 0 && slot_holder(name, 1) != me);
+    assert_int_equal(dlock_try_acquire(lk[1]), DLOCK_EBUSY);
+    assert_int_equal(slots_held(name, 3, &conns), 1);
+    assert_int_equal(dlock_release(lk[0]), DLOCK_OK);
+    assert_int_equal(slot_holder(name, 1), -1);
+    adm_slot(name, 0, false);
+    adm_slot(name, 2, false);
+    for (int i = 0; i < 2; i++)
+        dlock_lock_free(lk[i]);
+
+    /* 40 slots: two statements of 32 tries; only slot 37 is free. */
+    name = h_name("sem40");
+    for (unsigned i = 0; i < 40; i++)
+        if (i != 37)
+            adm_slot(name, i, true);
+    lk[0] = permit(c, name, 40);
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(dlock_try_acquire(lk[0]), DLOCK_OK);
+        assert_int_equal(slots_held(name, 40, &conns), 1);
+        assert_true(slot_holder(name, 37) != me);
+        assert_int_equal(dlock_release(lk[0]), DLOCK_OK);
+    }
+    dlock_lock_free(lk[0]);
+    for (unsigned i = 0; i < 40; i++)
+        if (i != 37)
+            adm_slot(name, i, false);
+
+    /* Five handles of one client: five slots, five connections. */
+    name = h_name("sem5");
+    for (int i = 0; i < 6; i++)
+        lk[i] = permit(c, name, 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(dlock_try_acquire(lk[i]), DLOCK_OK);
+    assert_int_equal(dlock_try_acquire(lk[5]), DLOCK_EBUSY);
+    assert_int_equal(slots_held(name, 5, &conns), 5);
+    assert_int_equal(conns, 5);
+    /* inspect: held while any permit is, the fence the last one's. */
+    assert_int_equal(inspect_held(c, name, 1), dlock_fence(lk[4]));
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(dlock_release(lk[i]), DLOCK_OK);
+    assert_int_equal(slots_held(name, 5, &conns), 0);
+    inspect_held(c, name, 0);
+    for (int i = 0; i < 6; i++)
+        dlock_lock_free(lk[i]);
+    dlock_client_close(c);
+}
+
+/* Permit slot names at and past 53 characters and 181 bytes (readable,
+ * then hashed), multibyte and quoting characters; a lock named like a
+ * slot, and the semaphore's own name as a lock, do not alias its slots. */
+static void mysql__permit_names_near_the_limit(void **state)
+{
+    dlock_client *c = client_for("get_lock", NULL);
+    char a53[54], a54[55], e45[45 * 4 + 1] = "", e46[46 * 4 + 1],
+        alias[300];
+    const char *names[6] = {a53, a54, e45, e46,
+                            "it's a %_\\ \"semaphore\"#1!", h_name("plain")};
+    dlock_lock *lk[3], *other;
+    unsigned conns;
+
+    (void)state;
+    memset(a53, 's', 53);
+    a53[53] = '\0';
+    memset(a54, 's', 54);
+    a54[54] = '\0';
+    for (int i = 0; i < 45; i++)
+        strcat(e45, LOCK1);
+    snprintf(e46, sizeof e46, "%s" LOCK1, e45);
+    for (int k = 0; k < 6; k++) {
+        for (int i = 0; i < 3; i++)
+            lk[i] = permit(c, names[k], 2);
+        if (dlock_try_acquire(lk[0]) != DLOCK_OK)
+            fail_msg("name %d: %s", k, dlock_lock_errmsg(lk[0]));
+        assert_int_equal(dlock_try_acquire(lk[1]), DLOCK_OK);
+        assert_int_equal(dlock_try_acquire(lk[2]), DLOCK_EBUSY);
+        if (slots_held(names[k], 2, &conns) != 2 || conns != 2)
+            fail_msg("name %d: slots not held as documented", k);
+        /* Neither the name as a lock nor "dlock:0#name" is a slot. */
+        snprintf(alias, sizeof alias, "dlock:0#%s", names[k]);
+        for (int j = 0; j < 2; j++) {
+            assert_int_equal(dlock_lock_new(&other, c,
+                                            j == 0 ? alias : names[k], NULL),
+                             DLOCK_OK);
+            assert_int_equal(dlock_try_acquire(other), DLOCK_OK);
+            assert_int_equal(dlock_release(other), DLOCK_OK);
+            dlock_lock_free(other);
+        }
+        for (int i = 0; i < 3; i++) {
+            dlock_release(lk[i]);
+            dlock_lock_free(lk[i]);
+        }
+        assert_int_equal(slots_held(names[k], 2, &conns), 0);
+    }
+    dlock_client_close(c);
+}
+
+/* SQL for mode insert's key of permit slot i of name (no namespace):
+ * SHA-256(0xff "dlock-permit", i as two bytes, name). */
+static void slot_key_sql(char *out, size_t cap, const char *name, unsigned i)
+{
+    char lit[1024];
+
+    hexlit(lit, sizeof lit, name, strlen(name));
+    snprintf(out, cap, "UNHEX(SHA2(CONCAT(X'ff', 'dlock-permit', "
+             "X'%02x%02x', %s), 256))", i >> 8, i & 255, lit);
+}
+
+/* Mode insert: a permit is a row of its slot's key (as a DBA computes it)
+ * in the lock table, with the handle's owner. With every slot of 40 but
+ * two held by live rows of someone else, and one of those two expired, two
+ * permits take those two (one by takeover) and a third is refused; their
+ * rows are renewed past a short lease; inspect sees the semaphore held;
+ * a release deletes its own row only. */
+static void mysql__insert_permits_are_rows(void **state)
+{
+    dlock_client *c = client_for("insert", "table=dlock_perm");
+    const char *name = h_name("semrows");
+    dlock_lock *lk[3];
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    char k[1200], got[80];
+
+    (void)state;
+    adm_exec("DROP TABLE IF EXISTS dlock_perm, dlock_perm_fmem, "
+             "dlock_perm_epoch");
+    /* First use creates the tables. */
+    lk[0] = permit(c, name, 40);
+    assert_int_equal(dlock_try_acquire(lk[0]), DLOCK_OK);
+    assert_int_equal(dlock_release(lk[0]), DLOCK_OK);
+    dlock_lock_free(lk[0]);
+    for (unsigned i = 0; i < 40; i++) {
+        if (i == 37)
+            continue;
+        slot_key_sql(k, sizeof k, name, i);
+        adm_exec("INSERT INTO dlock_perm (lock_key, name, owner, host, "
+                 "expires_at) VALUES (%s, 'x', 'admin:%u', 'adm', "
+                 "UTC_TIMESTAMP(6) + INTERVAL %d SECOND)",
+                 k, i, i == 5 ? -10 : 600);
+    }
+    o.permits = 40;
+    o.lease_ms = 400;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dlock_lock_new(&lk[i], c, name, &o), DLOCK_OK);
+    assert_int_equal(dlock_try_acquire(lk[0]), DLOCK_OK);
+    assert_int_equal(dlock_try_acquire(lk[1]), DLOCK_OK);
+    assert_int_equal(dlock_try_acquire(lk[2]), DLOCK_EBUSY);
+    h_sleep_ms(900); /* past two leases: renewed, one row at a time */
+    for (unsigned i = 5; i <= 37; i += 32) {
+        slot_key_sql(k, sizeof k, name, i);
+        adm_text(got, sizeof got,
+                 "SELECT owner FROM dlock_perm WHERE lock_key = %s AND "
+                 "expires_at > UTC_TIMESTAMP(6)",
+                 k);
+        if (strcmp(got, dlock_lock_owner(lk[0])) != 0 &&
+            strcmp(got, dlock_lock_owner(lk[1])) != 0)
+            fail_msg("slot %u: owner '%s', not a permit's", i, got);
+    }
+    assert_true(dlock_held(lk[0]) && dlock_held(lk[1]));
+    assert_true(dlock_fence(lk[0]) != dlock_fence(lk[1]));
+    inspect_held(c, name, 1);
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_perm"), 40);
+    assert_int_equal(dlock_release(lk[0]), DLOCK_OK);
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_perm"), 39);
+    assert_int_equal(dlock_try_acquire(lk[2]), DLOCK_OK);
+    for (int i = 1; i < 3; i++)
+        assert_int_equal(dlock_release(lk[i]), DLOCK_OK);
+    adm_exec("DELETE FROM dlock_perm WHERE owner LIKE 'admin:%%'");
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_perm"), 0);
+    inspect_held(c, name, 0);
+    for (int i = 0; i < 3; i++)
+        dlock_lock_free(lk[i]);
+    dlock_client_close(c);
+}
+
+struct handoff {
+    dlock_lock *lk;
+    _Atomic int64_t got_ms;
+    int rc;
+};
+
+static void *handoff_wait(void *arg)
+{
+    struct handoff *h = arg;
+
+    h->rc = dlock_acquire(h->lk, 10000);
+    atomic_store(&h->got_ms, h_now_ms());
+    return NULL;
+}
+
+/* A waiter for a permit of a full semaphore gets it when a holder gives
+ * one back: printed, from the release's return to the waiter's acquire
+ * (a permit given back on the slot the waiter waits on is handed over at
+ * once, one on another slot after its wait slice); bounded loosely. */
+static void mysql__permit_waiter_served(void **state)
+{
+    dlock_client *c = client_for("get_lock", NULL);
+    const char *name = h_name("semwait");
+    dlock_lock *held[3];
+    int64_t took[6];
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        held[i] = permit(c, name, 3);
+        assert_int_equal(dlock_try_acquire(held[i]), DLOCK_OK);
+    }
+    printf("  permit hand-off (N=3, release to waiter's grant), ms:");
+    for (int r = 0; r < 6; r++) {
+        struct handoff h = {.lk = permit(c, name, 3)};
+        pthread_t th;
+        int64_t t0;
+
+        atomic_init(&h.got_ms, 0);
+        assert_int_equal(pthread_create(&th, NULL, handoff_wait, &h), 0);
+        /* Released at varied points of the waiter's wait slices. */
+        h_sleep_ms(120 + 17 * (uint32_t)r);
+        assert_int_equal(atomic_load(&h.got_ms), 0);
+        assert_int_equal(dlock_release(held[r % 3]), DLOCK_OK);
+        t0 = h_now_ms();
+        pthread_join(th, NULL);
+        assert_int_equal(h.rc, DLOCK_OK);
+        took[r] = atomic_load(&h.got_ms) - t0;
+        printf(" %lld", (long long)took[r]);
+        assert_true(took[r] < 2000);
+        dlock_lock_free(held[r % 3]);
+        held[r % 3] = h.lk;
+    }
+    printf("\n");
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dlock_release(held[i]), DLOCK_OK);
+        dlock_lock_free(held[i]);
+    }
+    dlock_client_close(c);
+}
+
+struct cancelled_wait {
+    dlock_lock *lk;
+    dlock_cancel *cx;
+    int rc;
+    _Atomic int64_t done_ms;
+};
+
+static void *cancelled_wait_run(void *arg)
+{
+    struct cancelled_wait *w = arg;
+
+    w->rc = dlock_acquire_cancellable(w->lk, 10000, w->cx);
+    atomic_store(&w->done_ms, h_now_ms());
+    return NULL;
+}
+
+/* A permit waiter (waiting inside the server on one slot) is cancelled at
+ * varied points, racing a holder's release: it returns DLOCK_ECANCELED
+ * soon, or DLOCK_OK if the grant came first, and a cancelled one leaves
+ * no slot held behind (seen from the server). */
+static void mysql__permit_wait_cancelled(void **state)
+{
+    dlock_client *hc = client_for("get_lock", NULL);
+    dlock_client *wc = client_for("get_lock", NULL);
+    const char *name = h_name("semcx");
+    dlock_lock *held[2];
+    unsigned conns;
+    int64_t worst = 0;
+
+    (void)state;
+    for (int r = 0; r < 8; r++) {
+        struct cancelled_wait w = {.lk = permit(wc, name, 2)};
+        pthread_t th;
+        int64_t t0;
+
+        for (int i = 0; i < 2; i++) {
+            held[i] = permit(hc, name, 2);
+            assert_int_equal(dlock_try_acquire(held[i]), DLOCK_OK);
+        }
+        assert_int_equal(dlock_cancel_new(&w.cx), DLOCK_OK);
+        atomic_init(&w.done_ms, 0);
+        assert_int_equal(pthread_create(&th, NULL, cancelled_wait_run, &w),
+                         0);
+        h_sleep_ms(40 + 9 * (uint32_t)r);
+        if (r % 2 == 1) /* race a release against the cancel */
+            assert_int_equal(dlock_release(held[0]), DLOCK_OK);
+        t0 = h_now_ms();
+        dlock_cancel_fire(w.cx);
+        pthread_join(th, NULL);
+        if (atomic_load(&w.done_ms) - t0 > worst)
+            worst = atomic_load(&w.done_ms) - t0;
+        assert_true(w.rc == DLOCK_ECANCELED ||
+                    (r % 2 == 1 && w.rc == DLOCK_OK));
+        if (w.rc == DLOCK_OK)
+            assert_int_equal(dlock_release(w.lk), DLOCK_OK);
+        if (r % 2 == 0)
+            assert_int_equal(dlock_release(held[0]), DLOCK_OK);
+        assert_int_equal(dlock_release(held[1]), DLOCK_OK);
+        if (slots_held(name, 2, &conns) != 0)
+            fail_msg("round %d: a slot is left held", r);
+        for (int i = 0; i < 2; i++)
+            dlock_lock_free(held[i]);
+        dlock_lock_free(w.lk);
+        dlock_cancel_free(w.cx);
+    }
+    printf("  permit wait cancelled: returned within %lld ms at worst\n",
+           (long long)worst);
+    assert_true(worst < 1000);
+    dlock_client_close(hc);
+    dlock_client_close(wc);
+}
+
+/* ---- fences ------------------------------------------------------------- */
+
+/* Acquire and release name on c: the grant's fence. */
+static uint64_t fence_of(dlock_client *c, const char *name)
+{
+    dlock_lock *lk = h_lock(c, name, 0, 0);
+    uint64_t f;
+
+    if (dlock_acquire(lk, 5000) != DLOCK_OK)
+        fail_msg("%s: %s", name, dlock_lock_errmsg(lk));
+    f = dlock_fence(lk);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    return f;
+}
+
+#define EPOCH(f) ((f) >> 40)
+#define COUNTER(f) ((f) & 0xFFFFFFFFFFull)
+
+/* A counter that handed out its last value (2^40 - 1) moves the tokens
+ * to the next epoch, in every mode. */
+static void mysql__fence_counter_runs_out(void **state)
+{
+    (void)state;
+    adm_exec("DROP TABLE IF EXISTS dlock_sat_fmem, dlock_sat_epoch");
+    for (int m = 0; m < NMODES; m++) {
+        dlock_client *c = client_for(modes[m], "table=dlock_sat");
+        const char *name = h_name("sat");
+        uint64_t f1 = fence_of(c, name), f2, f3;
+
+        assert_int_equal(COUNTER(f1), 1);
+        adm_exec("UPDATE dlock_sat_fmem SET fence = fence >> 40 << 40 | "
+                 "0xFFFFFFFFFE WHERE lock_key = UNHEX(SHA2('%s', 256))",
+                 name);
+        f2 = fence_of(c, name);
+        f3 = fence_of(c, name);
+        fprintf(stderr, "  %s: %llx, %llx, %llx\n", modes[m],
+                (unsigned long long)f1, (unsigned long long)f2,
+                (unsigned long long)f3);
+        assert_int_equal(f2, f1 | 0xFFFFFFFFFFull);
+        assert_int_equal(f3, ((EPOCH(f1) + 1) << 40) | 1);
+        assert_int_equal(adm_int("SELECT epoch FROM dlock_sat_epoch"),
+                         EPOCH(f3));
+        dlock_client_close(c);
+    }
+}
+
+/* A full MEMORY table (the smallest max_heap_table_size: a hundred rows
+ * or so) moves to a new epoch and drops the older counters: every name
+ * still gets tokens, each name's still increase. */
+static void mysql__fence_table_full(void **state)
+{
+    enum { NAMES = 400, AGAIN = 50 };
+    dlock_client *c = client_for("get_lock", "table=dlock_full");
+    static char names[NAMES][64];
+    static uint64_t first[NAMES];
+    long long epoch0;
+
+    (void)state;
+    adm_exec("DROP TABLE IF EXISTS dlock_full_fmem, dlock_full_epoch");
+    fence_of(c, h_name("full"));
+    epoch0 = adm_int("SELECT epoch FROM dlock_full_epoch");
+    /* ALTER builds the table again, with this session's size limit. */
+    adm_exec("SET SESSION max_heap_table_size = 16384");
+    adm_exec("ALTER TABLE dlock_full_fmem ENGINE=MEMORY");
+    for (int i = 0; i < NAMES; i++) {
+        snprintf(names[i], sizeof names[i], "%s", h_name("full"));
+        first[i] = fence_of(c, names[i]);
+    }
+    for (int i = 0; i < AGAIN; i++)
+        assert_true(fence_of(c, names[i]) > first[i]);
+    fprintf(stderr, "  %d names: epoch %lld to %lld, %lld rows kept\n", NAMES,
+            epoch0, adm_int("SELECT epoch FROM dlock_full_epoch"),
+            adm_int("SELECT COUNT(*) FROM dlock_full_fmem"));
+    assert_true(adm_int("SELECT COUNT(*) FROM dlock_full_fmem") < NAMES);
+    assert_true(adm_int("SELECT epoch FROM dlock_full_epoch") > epoch0);
+    dlock_client_close(c);
+}
+
+/* One grant a fencer logged: mode, when its acquire began and returned,
+ * its fence. */
+struct grant_log {
+    int mode;
+    uint64_t t0, t1, fence;
+};
+
+/*
+ * A fencer: acquire and release one name per mode, round after round,
+ * until the stop file appears (at most 30 s or 20 000 grants), logging
+ * each grant as "mode t0 t1 fence". Errors while the server is down are
+ * expected: it waits a little and goes on.
+ * args: log, stop file, then a URI and a name per mode.
+ */
+static int fencer_child(char **args)
+{
+    FILE *log = fopen(args[0], "w");
+    dlock_client *c[NMODES];
+    dlock_lock *lk[NMODES];
+    int64_t end = h_now_ms() + 30000;
+
+    if (log == NULL)
+        return 3;
+    for (int m = 0; m < NMODES; m++) {
+        c[m] = h_client(args[2 + 2 * m]);
+        lk[m] = c[m] != NULL ? h_lock(c[m], args[3 + 2 * m], 0, 0) : NULL;
+        if (lk[m] == NULL)
+            return 4;
+    }
+    for (int n = 0; n < 20000 && h_now_ms() < end &&
+                    access(args[1], F_OK) != 0;) {
+        for (int m = 0; m < NMODES; m++) {
+            uint64_t t0 = h_now_ns();
+            if (dlock_acquire(lk[m], 2000) != DLOCK_OK) {
+                h_sleep_ms(20);
+                continue;
+            }
+            fprintf(log, "%d %llu %llu %llu\n", m, (unsigned long long)t0,
+                    (unsigned long long)h_now_ns(),
+                    (unsigned long long)dlock_fence(lk[m]));
+            fflush(log);
+            n++;
+            dlock_release(lk[m]); /* fails across the crash: no matter */
+        }
+    }
+    fclose(log);
+    for (int m = 0; m < NMODES; m++) {
+        dlock_lock_free(lk[m]);
+        dlock_client_close(c[m]);
+    }
+    return 0;
+}
+
+static int by_return(const void *x, const void *y)
+{
+    const struct grant_log *a = x, *b = y;
+    if (a->mode != b->mode)
+        return a->mode < b->mode ? -1 : 1;
+    return a->t1 < b->t1 ? -1 : a->t1 > b->t1;
+}
+
+/*
+ * The crash test of fence.c: three processes take a name per mode, round
+ * after round; mariadbd is SIGKILLed among them and started again, and
+ * they go on. Every token granted after the restart is above every token
+ * granted before the kill, and each name's tokens increase in the order
+ * of the grants. (With the counters in MEMORY and no epoch, the counters
+ * start again at 1 after the restart: this fails.)
+ */
+static void mysql__fences_above_all_after_a_crash(void **state)
+{
+    enum { PROCS = 3, MAXLOG = 60000 };
+    char logs[PROCS][512], stop[512], names[NMODES][64];
+    char uris[NMODES][4096];
+    static struct grant_log g[MAXLOG];
+    uint64_t t_kill, t_up, max_before[NMODES] = {0},
+                       min_after[NMODES], nbefore[NMODES] = {0},
+                       nafter[NMODES] = {0};
+    pid_t pid[PROCS];
+    size_t n = 0;
+
+    (void)state;
+    snprintf(stop, sizeof stop, "%s/fencers-stop", h_scratch());
+    for (int m = 0; m < NMODES; m++) {
+        snprintf(names[m], sizeof names[m], "%s", h_name("crash"));
+        snprintf(uris[m], sizeof uris[m], "%s",
+                 uri_for(0, modes[m], "lease=2s&timeout=2s"));
+        min_after[m] = UINT64_MAX;
+    }
+    for (int i = 0; i < PROCS; i++) {
+        const char *args[] = {logs[i], stop, uris[0], names[0], uris[1],
+                              names[1], uris[2], names[2], NULL};
+        snprintf(logs[i], sizeof logs[i], "%s/fencer-%d.log", h_scratch(),
+                 i);
+        pid[i] = h_spawn_args("fencer", args);
+    }
+    h_sleep_ms(1500);
+    t_kill = h_now_ns();
+    assert_int_equal(serverctl("kill"), 0);
+    assert_int_equal(serverctl("start"), 0);
+    t_up = h_now_ns();
+    fprintf(stderr, "  SIGKILLed and started again in %llu ms\n",
+            (unsigned long long)((t_up - t_kill) / 1000000));
+    h_sleep_ms(1500);
+    fclose(fopen(stop, "w"));
+    for (int i = 0; i < PROCS; i++)
+        assert_int_equal(h_wait(pid[i]), 0);
+    for (int i = 0; i < PROCS; i++) {
+        FILE *f = fopen(logs[i], "r");
+        unsigned long long t0, t1, fence;
+        int m;
+
+        assert_non_null(f);
+        while (n < MAXLOG &&
+               fscanf(f, "%d %llu %llu %llu", &m, &t0, &t1, &fence) == 4) {
+            assert_true(m >= 0 && m < NMODES);
+            g[n++] = (struct grant_log){m, t0, t1, fence};
+        }
+        fclose(f);
+    }
+    qsort(g, n, sizeof g[0], by_return);
+    for (size_t i = 0; i < n; i++) {
+        int m = g[i].mode;
+        if (i > 0 && g[i - 1].mode == m && g[i].fence <= g[i - 1].fence)
+            fail_msg("%s: fence %llx granted after %llx", modes[m],
+                     (unsigned long long)g[i].fence,
+                     (unsigned long long)g[i - 1].fence);
+        if (g[i].t1 < t_kill) {
+            nbefore[m]++;
+            if (g[i].fence > max_before[m])
+                max_before[m] = g[i].fence;
+        } else if (g[i].t0 > t_up) {
+            nafter[m]++;
+            if (g[i].fence < min_after[m])
+                min_after[m] = g[i].fence;
+        }
+    }
+    for (int m = 0; m < NMODES; m++) {
+        fprintf(stderr,
+                "  %s: %llu grants before the kill, up to %llx; %llu after "
+                "the restart, from %llx\n",
+                modes[m], (unsigned long long)nbefore[m],
+                (unsigned long long)max_before[m],
+                (unsigned long long)nafter[m],
+                (unsigned long long)min_after[m]);
+        assert_true(nbefore[m] >= 10 && nafter[m] >= 10);
+        assert_true(min_after[m] > max_before[m]);
+    }
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static int setup(void **state)
@@ -1021,6 +1685,17 @@ int main(int argc, char **argv)
         cmocka_unit_test(mysql__killed_connection_and_fence),
         cmocka_unit_test(mysql__waiters_wait_on_the_server),
         cmocka_unit_test(mysql__for_update_readers_queue_behind_writer),
+        cmocka_unit_test(mysql__permit_takes_one_slot),
+        cmocka_unit_test(mysql__permit_names_near_the_limit),
+        cmocka_unit_test(mysql__permit_waiter_served),
+        cmocka_unit_test(mysql__permit_wait_cancelled),
+        cmocka_unit_test(mysql__insert_permits_are_rows),
+    };
+    const struct CMUnitTest fence[] = {
+        cmocka_unit_test(mysql__fence_counter_runs_out),
+        cmocka_unit_test(mysql__fence_table_full),
+        cmocka_unit_test_setup_teardown(mysql__fences_above_all_after_a_crash,
+                                        NULL, reconnect),
     };
     const struct CMUnitTest server[] = {
         cmocka_unit_test_setup_teardown(mysql__server_restart, NULL,
@@ -1030,6 +1705,7 @@ int main(int argc, char **argv)
     };
     static const struct h_role roles[] = {
         {"hold", hold_child},
+        {"fencer", fencer_child},
         {NULL, NULL},
     };
     const char *group = "";
@@ -1049,8 +1725,12 @@ int main(int argc, char **argv)
     else if (strcmp(group, "server") == 0)
         failed = cmocka_run_group_tests_name("mysql/server", server, setup,
                                              teardown);
+    else if (strcmp(group, "fence") == 0)
+        failed = cmocka_run_group_tests_name("mysql/fence", fence, setup,
+                                             teardown);
     else {
-        fprintf(stderr, "usage: %s --uri URI --group names|conn|server\n",
+        fprintf(stderr,
+                "usage: %s --uri URI --group names|conn|server|fence\n",
                 argv[0]);
         failed = 2;
     }

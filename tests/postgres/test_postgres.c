@@ -5,12 +5,21 @@
  *   names    hostile names and namespaces are data (the tables survive
  *            injection strings), table= is validated, eight processes can
  *            create a table at once on first use, the 64-bit keys of
- *            100 000 names do not collide, URI parameters are checked.
+ *            100 000 names do not collide, URI parameters are checked;
+ *            permits: in mode advisory each a slot of its own on its own
+ *            connection (seen in pg_locks), hostile names as permits; in
+ *            mode lease each a slot row with its handle's owner id.
  *   many     2000 advisory locks held by one client share a few connections.
  *   faults   a SIGKILLed holder frees connection-bound locks at once and
  *            lease locks after the lease; a terminated connection loses an
  *            advisory lock but not a lease; a server restart does the same;
- *            a paused or stopped server gives DLOCK_ECONNECT within timeout=.
+ *            a paused or stopped server gives DLOCK_ECONNECT within timeout=;
+ *            a lease waiter and a permit waiter are woken by NOTIFY.
+ *   crash    fences never repeat across a server crash: processes take
+ *            locks and permits while the postmaster is SIGKILLed and
+ *            restarted; every fence after recovery is above every fence
+ *            before, and each name's fences strictly increase; a full
+ *            counter (2^40) moves on to the next epoch.
  *   bench    prints (never asserts) the raw floor against a dlock cycle and
  *            the hand-off latency between 8 processes, for every mode.
  *
@@ -152,7 +161,7 @@ static bool wait_lost(uint32_t ms)
 static const char *const hostile[] = {
     "'; DROP TABLE dlock_locks; --",
     "'); DROP TABLE dlock_leases; --",
-    "\"; DROP TABLE dlock_fences; --",
+    "\"; DROP TABLE dlock_fence_counters; --",
     "x' OR '1'='1",
     "$1",
     "E'\\x41'",
@@ -162,18 +171,21 @@ static const char *const hostile[] = {
     "\"{}\"",
     "\xe9\x94\x81 \xf0\x9f\x94\x92",
     "%s%n%x",
-    "dlock_fence_seq'); SELECT nextval('dlock_fence_seq",
+    "dlock_fence_marker'); DELETE FROM dlock_fence_epoch; --",
 };
 #define NHOSTILE (sizeof hostile / sizeof hostile[0])
 
 static void check_tables_intact(PGconn *a)
 {
-    static const char *const rels[] = {"dlock_fences", "dlock_locks",
-                                       "dlock_leases", "dlock_fence_seq"};
-    for (size_t i = 0; i < 4; i++)
+    static const char *const rels[] = {
+        "dlock_fence_counters", "dlock_locks", "dlock_leases",
+        "dlock_fence_holders", "dlock_fence_epoch", "dlock_fence_marker"};
+    for (size_t i = 0; i < sizeof rels / sizeof rels[0]; i++)
         if (sql_num(a, "SELECT count(*) FROM pg_class WHERE relname = '%s'",
                     rels[i]) != 1)
             fail_msg("%s is gone", rels[i]);
+    if (sql_num(a, "SELECT count(*) FROM dlock_fence_epoch") != 1)
+        fail_msg("the row of dlock_fence_epoch is gone");
 }
 
 /* Every mode takes and releases each hostile name (all held at once, so
@@ -262,7 +274,7 @@ static void postgres__table_param_validated(void **state)
     assert_int_equal(dlock_release(lk), DLOCK_OK);
     assert_int_equal(sql_num(a,
                              "SELECT count(*) FROM \"My_Locks_2\" WHERE "
-                             "fence > 0 AND name = '%s'",
+                             "name = '%s'",
                              dlock_lock_name(lk)),
                      1);
     dlock_lock_free(lk);
@@ -521,13 +533,16 @@ static void postgres__modes_and_caps(void **state)
 {
     const uint32_t bound = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
                            DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |
-                           DLOCK_CAP_SHARED | DLOCK_CAP_FENCING;
+                           DLOCK_CAP_SHARED | DLOCK_CAP_FENCING |
+                           DLOCK_CAP_LATCH;
     const uint32_t want[NMODES] = {
-        bound | DLOCK_CAP_BATCH_RENEW | DLOCK_CAP_DOWNGRADE,
+        bound | DLOCK_CAP_BATCH_RENEW | DLOCK_CAP_DOWNGRADE |
+            DLOCK_CAP_NOTIFY | DLOCK_CAP_PERMITS,
         bound | DLOCK_CAP_SESSION_PER_LOCK,
         bound | DLOCK_CAP_SESSION_PER_LOCK,
         DLOCK_CAP_LEASE | DLOCK_CAP_NOTIFY | DLOCK_CAP_FENCING |
-            DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW,
+            DLOCK_CAP_SURVIVES_RECONNECT | DLOCK_CAP_BATCH_RENEW |
+            DLOCK_CAP_PERMITS | DLOCK_CAP_LATCH,
     };
     dlock_mode_info mi[8];
     char err[512];
@@ -556,6 +571,201 @@ static void postgres__modes_and_caps(void **state)
         assert_int_equal(info.caps, want[m]);
         dlock_client_close(c);
     }
+}
+
+/* The advisory key of permit slot i of the name with key k, re-derived
+ * from the documented rule: the first 8 bytes of SHA-256(k || "dlock
+ * permit" || i), big-endian. */
+static uint64_t slot_key_of(uint64_t k, uint32_t i)
+{
+    uint8_t in[8 + 12 + 4], d[32];
+    uint64_t out = 0;
+
+    for (int b = 0; b < 8; b++)
+        in[b] = (uint8_t)(k >> (56 - 8 * b));
+    memcpy(in + 8, "dlock permit", 12);
+    for (int b = 0; b < 4; b++)
+        in[20 + b] = (uint8_t)(i >> (24 - 8 * b));
+    dlock_sha256(d, in, sizeof in);
+    for (int b = 0; b < 8; b++)
+        out = (out << 8) | d[b];
+    return out;
+}
+
+/* Mode advisory, from pg_locks: how many of the first 16 slots of name
+ * (namespace "") are held; fails unless each is held once, by a server
+ * process of its own, and is below the count n. The handles are not
+ * needed: pg_locks cannot name them. */
+static int adv_slots_held(PGconn *a, const char *name, uint32_t n,
+                          dlock_lock *const *p, int np)
+{
+    uint64_t k = key_of("", name, strlen(name));
+    PGresult *r = PQexec(a, "SELECT classid::bigint, objid::bigint, pid "
+                            "FROM pg_locks WHERE locktype = 'advisory' "
+                            "AND granted AND objsubid = 1");
+    int pids[16], total = 0;
+
+    (void)p;
+    (void)np;
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    for (int row = 0; row < PQntuples(r); row++) {
+        uint64_t key = (strtoull(PQgetvalue(r, row, 0), NULL, 10) << 32) |
+                       strtoull(PQgetvalue(r, row, 1), NULL, 10);
+        for (uint32_t i = 0; i < 16; i++)
+            if (key == slot_key_of(k, i)) {
+                if (i >= n)
+                    fail_msg("slot %u of a semaphore of %u held", i, n);
+                pids[total++] = atoi(PQgetvalue(r, row, 2));
+            }
+    }
+    PQclear(r);
+    for (int x = 0; x < total; x++)
+        for (int y = 0; y < x; y++)
+            if (pids[x] == pids[y])
+                fail_msg("server process %d holds two slots", pids[x]);
+    return total;
+}
+
+/* The row key of lease-mode permit slot i of name (namespace ""), hex:
+ * SHA-256(the name's 32-byte key || "dlock permit" || i), re-derived. */
+static void slot_row_of(char out[65], const char *name, uint32_t i)
+{
+    uint8_t both[64], in[32 + 12 + 4], d[32];
+
+    dlock_sha256(both, "", 0);
+    dlock_sha256(both + 32, name, strlen(name));
+    dlock_sha256(in, both, sizeof both);
+    memcpy(in + 32, "dlock permit", 12);
+    for (int b = 0; b < 4; b++)
+        in[44 + b] = (uint8_t)(i >> (24 - 8 * b));
+    dlock_sha256(d, in, sizeof in);
+    for (int b = 0; b < 32; b++)
+        snprintf(out + 2 * b, 3, "%02x", d[b]);
+}
+
+/* Mode lease, from the table: how many of the first 16 slot rows of name
+ * hold a live lease; fails unless each of the np handles p owns one, and
+ * every one is below the count n. */
+static int lease_slots_held(PGconn *a, const char *name, uint32_t n,
+                            dlock_lock *const *p, int np)
+{
+    int total = 0, owned = 0;
+
+    for (uint32_t i = 0; i < 16; i++) {
+        char hex[65];
+        const char *v[1] = {hex};
+        PGresult *r;
+        slot_row_of(hex, name, i);
+        r = PQexecParams(a,
+                         "SELECT owner FROM dlock_leases WHERE key = "
+                         "decode($1, 'hex') AND expires_at > now() AND "
+                         "owner <> ''",
+                         1, NULL, v, NULL, NULL, 0);
+        assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+        if (PQntuples(r) > 0 && i >= n)
+            fail_msg("slot %u of a semaphore of %u held", i, n);
+        total += PQntuples(r);
+        for (int h = 0; h < np && PQntuples(r) == 1; h++)
+            owned += strcmp(PQgetvalue(r, 0, 0), dlock_lock_owner(p[h])) == 0;
+        PQclear(r);
+    }
+    assert_int_equal(owned, np);
+    return total;
+}
+
+/* A semaphore of 3 seen from the server (held: the mode's view): three
+ * permits, two of one client, hold slots 0-2, one each; a fourth is
+ * refused; inspect counts the holders (and, owner_ids, names them);
+ * fences strictly increase across permits; a release serves the fourth;
+ * afterwards nothing is held. The clients stay open for the caller. */
+static void permits_seen(dlock_client *c1, dlock_client *c2, PGconn *a,
+                         const char *name, bool owner_ids,
+                         int (*held)(PGconn *a, const char *name, uint32_t n,
+                                     dlock_lock *const *p, int np))
+{
+    dlock_lock *p[4] = {h_permit(c1, name, 0, 3), h_permit(c1, name, 0, 3),
+                        h_permit(c2, name, 0, 3), h_permit(c2, name, 0, 3)};
+    dlock_state st = DLOCK_STATE_INIT;
+    uint64_t last = 0;
+
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dlock_acquire(p[i], 5000), DLOCK_OK);
+        assert_true(dlock_fence(p[i]) > last);
+        last = dlock_fence(p[i]);
+        assert_int_equal(held(a, name, 3, p, i + 1), i + 1);
+    }
+    assert_int_equal(dlock_try_acquire(p[3]), DLOCK_EBUSY);
+    assert_int_equal(dlock_inspect(c2, name, &st), DLOCK_OK);
+    fprintf(stderr, "  inspect: held %d, owner %s, fence %llu\n", st.held,
+            st.owner, (unsigned long long)st.fence);
+    assert_int_equal(st.held, 1);
+    assert_non_null(strstr(st.owner, "3 permit holders"));
+    for (int i = 0; i < 3 && owner_ids; i++)
+        assert_non_null(strstr(st.owner, dlock_lock_owner(p[i])));
+    assert_int_equal(st.fence, last);
+    assert_int_equal(dlock_release(p[1]), DLOCK_OK);
+    assert_int_equal(dlock_acquire(p[3], 5000), DLOCK_OK);
+    assert_true(dlock_fence(p[3]) > last);
+    {
+        dlock_lock *released = p[1]; /* the three held in p[0..2] */
+        p[1] = p[3];
+        p[3] = released;
+    }
+    assert_int_equal(held(a, name, 3, p, 3), 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dlock_release(p[i]), DLOCK_OK);
+    assert_int_equal(held(a, name, 3, p, 0), 0);
+    st = (dlock_state)DLOCK_STATE_INIT;
+    assert_int_equal(dlock_inspect(c1, name, &st), DLOCK_OK);
+    assert_int_equal(st.held, 0);
+    for (int i = 0; i < 4; i++)
+        dlock_lock_free(p[i]);
+}
+
+/* Mode advisory: permits_seen() from pg_locks, then every hostile name
+ * serves two permits. */
+static void postgres__permits_one_slot_each(void **state)
+{
+    const char *uri = uri_of("mode=advisory");
+    const char *name = h_name("permits");
+    dlock_client *c1 = h_client(uri), *c2 = h_client(uri);
+    PGconn *a = admin();
+
+    (void)state;
+    permits_seen(c1, c2, a, name, false, adv_slots_held);
+    /* Names are only hashed, but hostile ones must serve permits too. */
+    for (size_t i = 0; i < NHOSTILE; i++) {
+        char hn[256];
+        snprintf(hn, sizeof hn, "%s:%s", name, hostile[i]);
+        dlock_lock *x = h_permit(c1, hn, 0, 2), *y = h_permit(c2, hn, 0, 2);
+        if (dlock_acquire(x, 5000) != DLOCK_OK ||
+            dlock_acquire(y, 5000) != DLOCK_OK)
+            fail_msg("name %zu: %s %s", i, dlock_lock_errmsg(x),
+                     dlock_lock_errmsg(y));
+        assert_int_equal(adv_slots_held(a, hn, 2, NULL, 0), 2);
+        assert_int_equal(dlock_release(x), DLOCK_OK);
+        assert_int_equal(dlock_release(y), DLOCK_OK);
+        dlock_lock_free(x);
+        dlock_lock_free(y);
+    }
+    check_tables_intact(a);
+    dlock_client_close(c1);
+    dlock_client_close(c2);
+    PQfinish(a);
+}
+
+/* Mode lease: permits_seen() from the slot rows and their owners. */
+static void postgres__lease_permits_one_row_each(void **state)
+{
+    const char *uri = uri_of("mode=lease");
+    dlock_client *c1 = h_client(uri), *c2 = h_client(uri);
+    PGconn *a = admin();
+
+    (void)state;
+    permits_seen(c1, c2, a, h_name("leasepermits"), true, lease_slots_held);
+    dlock_client_close(c1);
+    dlock_client_close(c2);
+    PQfinish(a);
 }
 
 /* ---- many: advisory locks share connections ----------------------------- */
@@ -847,18 +1057,13 @@ static void *release_after(void *p)
     return NULL;
 }
 
-/* A lease waiter is woken by the release's NOTIFY, not by polling: the
- * holder's 30 s lease makes the retry hint long, so without the
- * notification the waiter would sleep the 5 s safety poll. */
-static void postgres__lease_waiter_woken_by_notify(void **state)
+/* A waiter on c2 (lk b) for what a on c1 holds is woken by the release's
+ * NOTIFY, twice: the first wait subscribes, the second reuses the
+ * channel. Each mode's test makes a fallback poll come seconds late, so a
+ * grant within 2.5 s of the release was the notification's doing. */
+static void woken_by_notify(const char *what, dlock_client *c1,
+                            dlock_client *c2, dlock_lock *a, dlock_lock *b)
 {
-    const char *uri = uri_of("mode=lease");
-    const char *name = h_name("notify");
-    dlock_client *c1 = h_client(uri), *c2 = h_client(uri);
-    dlock_lock *a = h_lock(c1, name, 30000, 0), *b = h_lock(c2, name, 0, 0);
-
-    (void)state;
-    /* Twice: the first wait subscribes, the second reuses the channel. */
     for (int round = 0; round < 2; round++) {
         struct rel_job j = {a, 700, 0, -100};
         pthread_t t;
@@ -866,13 +1071,12 @@ static void postgres__lease_waiter_woken_by_notify(void **state)
 
         assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
         pthread_create(&t, NULL, release_after, &j);
-        assert_int_equal(dlock_acquire(b, 20000), DLOCK_OK);
+        assert_int_equal(dlock_acquire(b, 30000), DLOCK_OK);
         got = h_now_ms();
         pthread_join(t, NULL);
         assert_int_equal(j.rc, DLOCK_OK);
-        fprintf(stderr, "  round %d: waiter had the lock %lld ms after the "
-                        "release\n",
-                round, (long long)(got - j.at));
+        fprintf(stderr, "  round %d: %s had it %lld ms after the release\n",
+                round, what, (long long)(got - j.at));
         assert_true(got - j.at < 2500);
         assert_int_equal(dlock_release(b), DLOCK_OK);
     }
@@ -880,6 +1084,32 @@ static void postgres__lease_waiter_woken_by_notify(void **state)
     dlock_lock_free(b);
     dlock_client_close(c1);
     dlock_client_close(c2);
+}
+
+/* Lease: the holder's 30 s lease makes the retry hint long, so without
+ * the notification the waiter would sleep the 5 s safety poll. */
+static void postgres__lease_waiter_woken_by_notify(void **state)
+{
+    const char *uri = uri_of("mode=lease");
+    const char *name = h_name("notify");
+    dlock_client *c1 = h_client(uri), *c2 = h_client(uri);
+
+    (void)state;
+    woken_by_notify("lease waiter", c1, c2, h_lock(c1, name, 30000, 0),
+                    h_lock(c2, name, 0, 0));
+}
+
+/* A permit of mode advisory, which cannot wait in the server's queue:
+ * with retry_max=20s the fallback retry comes 20 s after the wait began. */
+static void postgres__permit_waiter_woken_by_notify(void **state)
+{
+    const char *uri = uri_of("mode=advisory&retry_max=20s");
+    const char *name = h_name("permitnotify");
+    dlock_client *c1 = h_client(uri), *c2 = h_client(uri);
+
+    (void)state;
+    woken_by_notify("permit waiter", c1, c2, h_permit(c1, name, 0, 1),
+                    h_permit(c2, name, 0, 1));
 }
 
 /* ---- bench: printed, not asserted --------------------------------------- */
@@ -1039,6 +1269,241 @@ static void postgres__bench_prints_numbers(void **state)
         bench_handoff(modes[m]);
 }
 
+/* ---- crash: fences across a server crash ------------------------------ */
+
+/*
+ * The fence source (backends/postgres/fence.c) keeps its counters in
+ * unlogged tables, which crash recovery empties; the epoch above them is
+ * bumped when that happened. CRASH_PROCS processes take and release
+ * locks on CRASH_NAMES names (permits of 2, in permit runs) and log
+ * every fence in shared memory with the phase of the run it was taken in
+ * (a grant's phase at its start and at its end) and, for locks, a number
+ * drawn while holding it (hold order). Between the phases the postmaster
+ * and its processes are SIGKILLed and the server restarted. Judged: every
+ * fence of an acquire begun after the restart is above every fence of one
+ * ended before the kill; each name's fences strictly increase in hold
+ * order (locks) or are all distinct (permits). With the epoch left out of
+ * the fence (counters alone), the counters restart after the crash and
+ * this fails.
+ */
+#define CRASH_PROCS 3
+#define CRASH_NAMES 2
+#define CRASH_RECS 60000
+#define CRASH_AFTER 150 /* grants per process after the restart */
+
+struct crash_rec {
+    uint64_t fence, order;
+    int name, start_phase, end_phase;
+};
+
+struct crash_log {
+    atomic_int phase; /* 0 before, 1 killing/restarting, 2 after */
+    atomic_int stop;
+    atomic_uint_fast64_t order;
+    atomic_int n;
+    struct crash_rec rec[CRASH_RECS];
+};
+
+static void crash_child(struct crash_log *lg, const char *uri,
+                        const char *const *names, uint32_t permits)
+{
+    dlock_client *c = NULL;
+    dlock_lock *lk[CRASH_NAMES] = {NULL};
+    int after = 0;
+    int64_t end = h_now_ms() + 30000;
+
+    if (dlock_client_open(&c, uri, NULL) != DLOCK_OK)
+        _exit(3);
+    for (int i = 0; i < CRASH_NAMES; i++) {
+        dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+        o.permits = permits;
+        if (dlock_lock_new(&lk[i], c, names[i], &o) != DLOCK_OK)
+            _exit(4);
+    }
+    for (unsigned i = 0; after < CRASH_AFTER && !atomic_load(&lg->stop) &&
+                         h_now_ms() < end;
+         i++) {
+        int ni = (int)(i % CRASH_NAMES);
+        int ps = atomic_load(&lg->phase), r;
+        if ((r = dlock_acquire(lk[ni], 2000)) == DLOCK_OK) {
+            int k = atomic_fetch_add(&lg->n, 1);
+            uint64_t order = atomic_fetch_add(&lg->order, 1);
+            if (k < CRASH_RECS)
+                lg->rec[k] = (struct crash_rec){dlock_fence(lk[ni]), order,
+                                                ni, ps,
+                                                atomic_load(&lg->phase)};
+            after += ps == 2;
+            dlock_release(lk[ni]); /* may fail: the server is gone */
+        } else if (r != DLOCK_ETIMEDOUT && r != DLOCK_EBUSY) {
+            h_sleep_ms(20); /* the server is down or restarting */
+        }
+    }
+    for (int i = 0; i < CRASH_NAMES; i++)
+        dlock_lock_free(lk[i]);
+    dlock_client_close(c);
+    _exit(after >= CRASH_AFTER ? 0 : 5);
+}
+
+static int crash_by_order(const void *a, const void *b)
+{
+    const struct crash_rec *x = a, *y = b;
+    if (x->name != y->name)
+        return x->name - y->name;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int crash_by_fence(const void *a, const void *b)
+{
+    const struct crash_rec *x = a, *y = b;
+    if (x->name != y->name)
+        return x->name - y->name;
+    return x->fence < y->fence ? -1 : x->fence > y->fence;
+}
+
+static void crash_run(const char *mode, uint32_t permits)
+{
+    struct crash_log *lg = mmap(NULL, sizeof *lg, PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    const char *uri = uri_of("mode=%s&timeout=2s", mode);
+    const char *names[CRASH_NAMES];
+    char nbuf[CRASH_NAMES][128];
+    pid_t pid[CRASH_PROCS];
+    uint64_t max_before = 0, min_after = UINT64_MAX;
+    int n, before = 0, after = 0, failed = 0;
+    int64_t t0 = h_now_ms();
+
+    assert_true(lg != MAP_FAILED);
+    memset(lg, 0, sizeof *lg);
+    for (int i = 0; i < CRASH_NAMES; i++) {
+        snprintf(nbuf[i], sizeof nbuf[i], "%s", h_name("crash"));
+        names[i] = nbuf[i];
+    }
+    for (int p = 0; p < CRASH_PROCS; p++) {
+        pid[p] = fork();
+        assert_true(pid[p] >= 0);
+        if (pid[p] == 0)
+            crash_child(lg, uri, names, permits);
+    }
+    /* Some grants before: at least 50, or 5 s. */
+    for (int64_t end = h_now_ms() + 5000;
+         atomic_load(&lg->n) < 50 && h_now_ms() < end;)
+        h_sleep_ms(10);
+    h_sleep_ms(100);
+    atomic_store(&lg->phase, 1);
+    assert_int_equal(ctl("kill"), 0);
+    assert_int_equal(ctl("start"), 0);
+    atomic_store(&lg->phase, 2);
+    for (int p = 0; p < CRASH_PROCS; p++)
+        failed += h_wait(pid[p]) != 0;
+    atomic_store(&lg->stop, 1);
+    n = atomic_load(&lg->n);
+    assert_true(n <= CRASH_RECS);
+    for (int i = 0; i < n; i++) {
+        const struct crash_rec *r = &lg->rec[i];
+        if (r->end_phase == 0) {
+            before++;
+            if (r->fence > max_before)
+                max_before = r->fence;
+        } else if (r->start_phase == 2) {
+            after++;
+            if (r->fence < min_after)
+                min_after = r->fence;
+        }
+    }
+    fprintf(stderr,
+            "  %s%s: %d grants (%d before the kill, %d after the restart), "
+            "largest fence before %llu = (%llu << 40) + %llu, smallest "
+            "after %llu = (%llu << 40) + %llu, %lld ms\n",
+            mode, permits ? " permits" : "", n, before, after,
+            (unsigned long long)max_before,
+            (unsigned long long)(max_before >> 40),
+            (unsigned long long)(max_before & ((1ull << 40) - 1)),
+            (unsigned long long)min_after,
+            (unsigned long long)(min_after >> 40),
+            (unsigned long long)(min_after & ((1ull << 40) - 1)),
+            (long long)(h_now_ms() - t0));
+    assert_int_equal(failed, 0);
+    assert_true(before > 0);
+    assert_true(after >= CRASH_PROCS * CRASH_AFTER);
+    if (min_after <= max_before)
+        fail_msg("%s: a fence after the crash (%llu) is not above one "
+                 "handed out before it (%llu)",
+                 mode, (unsigned long long)min_after,
+                 (unsigned long long)max_before);
+    /* Per name: locks strictly increase in hold order; permits (held
+     * side by side) are at least all distinct. */
+    qsort(lg->rec, (size_t)n, sizeof lg->rec[0],
+          permits ? crash_by_fence : crash_by_order);
+    for (int i = 1; i < n; i++) {
+        const struct crash_rec *a = &lg->rec[i - 1], *b = &lg->rec[i];
+        if (a->name == b->name && b->fence <= a->fence)
+            fail_msg("%s: name %d's fence %llu (hold %llu) follows %llu "
+                     "(hold %llu)",
+                     mode, a->name, (unsigned long long)b->fence,
+                     (unsigned long long)b->order,
+                     (unsigned long long)a->fence,
+                     (unsigned long long)a->order);
+    }
+    munmap(lg, sizeof *lg);
+}
+
+/* A counter that reached 2^40 (set by hand here) forces a new epoch and
+ * restarts: the next fence is still larger. advisory draws in the lock's
+ * statement (dlock_fence_counters), advisory_xact over its fence
+ * connection (dlock_fence_holders, keyed by the key as text). */
+static void postgres__full_fence_counter_moves_to_next_epoch(void **state)
+{
+    static const char *const tables[] = {"dlock_fence_counters",
+                                         "dlock_fence_holders"};
+    static const char *const ms[] = {"advisory", "advisory_xact"};
+    PGconn *a = admin();
+
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        dlock_client *c = h_client(uri_of("mode=%s", ms[m]));
+        const char *name = h_name("full");
+        dlock_lock *lk = h_lock(c, name, 0, 0);
+        long long key = (long long)key_of("", name, strlen(name));
+        uint64_t f1, f2, f3;
+
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+        f1 = dlock_fence(lk);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        assert_int_equal(sql_num(a,
+                                 "WITH u AS (UPDATE %s SET n = (1::bigint << "
+                                 "40) - 2 WHERE key = '%lld' RETURNING 1) "
+                                 "SELECT count(*) FROM u",
+                                 tables[m], key),
+                         1);
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+        f2 = dlock_fence(lk);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+        f3 = dlock_fence(lk);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        fprintf(stderr, "  %s: fences %llx, %llx (full), then %llx\n",
+                ms[m], (unsigned long long)f1, (unsigned long long)f2,
+                (unsigned long long)f3);
+        assert_true(f2 > f1);
+        assert_int_equal(f2 & ((1ull << 40) - 1), (1ull << 40) - 1);
+        assert_true(f3 > f2);
+        assert_int_equal(f3 >> 40, (f2 >> 40) + 1);
+        assert_int_equal(f3 & ((1ull << 40) - 1), 1);
+        dlock_lock_free(lk);
+        dlock_client_close(c);
+    }
+    PQfinish(a);
+}
+
+static void postgres__fences_above_all_after_server_crash(void **state)
+{
+    (void)state;
+    crash_run("advisory", 0);
+    crash_run("advisory", 2);
+    crash_run("advisory_xact", 0);
+    crash_run("for_update", 0);
+}
+
 /* ---- main --------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -1056,6 +1521,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(postgres__advisory_keys_100k_no_collision),
         cmocka_unit_test(postgres__uri_parameters),
         cmocka_unit_test(postgres__modes_and_caps),
+        cmocka_unit_test(postgres__permits_one_slot_each),
+        cmocka_unit_test(postgres__lease_permits_one_row_each),
     };
     const struct CMUnitTest many[] = {
         cmocka_unit_test(postgres__2000_advisory_locks_few_connections),
@@ -1064,8 +1531,13 @@ int main(int argc, char **argv)
         cmocka_unit_test(postgres__holder_sigkill),
         cmocka_unit_test(postgres__terminated_connection),
         cmocka_unit_test(postgres__lease_waiter_woken_by_notify),
+        cmocka_unit_test(postgres__permit_waiter_woken_by_notify),
         cmocka_unit_test(postgres__server_restart),
         cmocka_unit_test(postgres__paused_or_stopped_server),
+    };
+    const struct CMUnitTest crash[] = {
+        cmocka_unit_test(postgres__full_fence_counter_moves_to_next_epoch),
+        cmocka_unit_test(postgres__fences_above_all_after_server_crash),
     };
     const struct CMUnitTest bench[] = {
         cmocka_unit_test(postgres__bench_prints_numbers),
@@ -1085,11 +1557,13 @@ int main(int argc, char **argv)
     else if (strcmp(group, "faults") == 0)
         rc = cmocka_run_group_tests_name("postgres/faults", faults, NULL,
                                          NULL);
+    else if (strcmp(group, "crash") == 0)
+        rc = cmocka_run_group_tests_name("postgres/crash", crash, NULL, NULL);
     else if (strcmp(group, "bench") == 0)
         rc = cmocka_run_group_tests_name("postgres/bench", bench, NULL, NULL);
     else {
         fprintf(stderr, "usage: %s --uri URI --group "
-                        "names|many|faults|bench\n",
+                        "names|many|faults|crash|bench\n",
                 argv[0]);
         rc = 2;
     }

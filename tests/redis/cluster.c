@@ -12,8 +12,9 @@
  *             (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE, as
  *             `redis-cli --cluster reshard` does); no increment lost and
  *             no acquire or release failing: MOVED, ASK and TRYAGAIN are
- *             followed within timeout=, and a session whose connection
- *             ended is replaced by core.
+ *             followed within timeout= (15 s here: a failover pauses
+ *             the old master for seconds on a loaded machine), and a
+ *             session whose connection ended is replaced by core.
  *
  *   crash     the master holding a lock is SIGKILLed: the lock is in doubt
  *             at once, then held again on the promoted replica or lost.

@@ -54,6 +54,14 @@ void rname(char *out, size_t cap, const char *prefix, const char *n)
         snprintf(out, cap, "%s:{%s}", prefix, n);
 }
 
+void rsuffix(char *out, size_t cap, const char *n, const char *suffix)
+{
+    if (strchr(n, '{') != NULL)
+        snprintf(out, cap, "%s:%s", n, suffix);
+    else
+        snprintf(out, cap, "{%s}:%s", n, suffix);
+}
+
 void *waiter_main(void *arg)
 {
     struct waiter *w = arg;

@@ -28,6 +28,9 @@ long long rint_(redisContext *rc, const char *fmt, ...);
 /* Redisson's prefixName(): "prefix:{name}", or "prefix:name" when the
  * name has a '{'. */
 void rname(char *out, size_t cap, const char *prefix, const char *n);
+/* Redisson's suffixName(): "{name}:suffix", or "name:suffix" when the
+ * name has a '{'. */
+void rsuffix(char *out, size_t cap, const char *n, const char *suffix);
 
 /* A thread blocked in dlock_acquire(lk, timeout): its result and when it
  * came (h_now_ms()). */

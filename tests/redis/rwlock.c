@@ -167,15 +167,6 @@ static const char java_write_unlock[] =
     "end; "
     "return nil;";
 
-/* Redisson's suffixName(name, s). */
-static void suffix_name(char *out, size_t cap, const char *n, const char *s)
-{
-    if (strchr(n, '{') != NULL)
-        snprintf(out, cap, "%s:%s", n, s);
-    else
-        snprintf(out, cap, "{%s}:%s", n, s);
-}
-
 /* 1 when the Java side got it (nil), 0 when refused (a pttl). */
 static int java_got(redisReply *r)
 {
@@ -191,7 +182,7 @@ static int java_read(redisContext *rc, const char *name)
 {
     char tp[512];
 
-    suffix_name(tp, sizeof tp, name, JAVA_FIELD ":rwlock_timeout");
+    rsuffix(tp, sizeof tp, name, JAVA_FIELD ":rwlock_timeout");
     return java_got(rcmd(rc, "EVAL %s 2 %s %s 30000 %s %s", java_read_lock,
                          name, tp, JAVA_FIELD, JAVA_FIELD ":write"));
 }
@@ -216,7 +207,7 @@ static long long java_unlock(redisContext *rc, const char *name, int write)
         r = rcmd(rc, "EVAL %s 3 %s %s %s 1 30000 %s publish 1000",
                  java_write_unlock, name, chan, latch, JAVA_FIELD ":write");
     } else {
-        suffix_name(tp, sizeof tp, name, JAVA_FIELD ":rwlock_timeout");
+        rsuffix(tp, sizeof tp, name, JAVA_FIELD ":rwlock_timeout");
         snprintf(kp, sizeof kp, "%.*s", (int)(strstr(tp, ":" JAVA_FIELD) - tp),
                  tp);
         r = rcmd(rc, "EVAL %s 5 %s %s %s %s %s 0 %s publish 1000",

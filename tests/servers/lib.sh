@@ -831,11 +831,14 @@ dlt_prepare_pg() { # NODE PORT
     local -a pre
     mapfile -t pre < <(dlt_as_user postgres)
     # The socket goes in the run dir: the default /var/run/postgresql belongs
-    # to the packaged cluster. fsync off: tests, speed.
+    # to the packaged cluster. fsync off: tests, speed (a SIGKILLed server
+    # still leaves what it wrote in the page cache); DLOCK_TEST_DURABLE=1
+    # keeps the server's defaults, for benchmarks (dlock bench).
+    local -a fast=(-c fsync=off -c synchronous_commit=off -c full_page_writes=off)
+    [[ ${DLOCK_TEST_DURABLE:-0} != 1 ]] || fast=()
     dlt_write_cmd "$node" "${pre[@]}" "$bindir/postgres" -D "$node/data" \
         -c listen_addresses=127.0.0.1 -c "port=$port" \
-        -c "unix_socket_directories=$node/sock" \
-        -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+        -c "unix_socket_directories=$node/sock" "${fast[@]}" \
         -c max_connections=300 -c logging_collector=off
 }
 
@@ -887,12 +890,16 @@ dlt_prepare_mysql() { # NODE PORT
     echo "$port" >"$node/port"
     local -a user=()
     [[ $EUID -eq 0 ]] && user=(--user=mysql)
-    # flush-log-at-trx-commit=2: tests, speed (no fsync per commit).
+    # flush-log-at-trx-commit=2: tests, speed (no fsync per commit; a
+    # SIGKILLed server's log writes are in the page cache);
+    # DLOCK_TEST_DURABLE=1 keeps the default 1, for benchmarks.
+    local flush=2
+    [[ ${DLOCK_TEST_DURABLE:-0} != 1 ]] || flush=1
     dlt_write_cmd "$node" "$(dlt_find_bin mariadbd)" --no-defaults "${user[@]}" \
         "--datadir=$node/data" --bind-address=127.0.0.1 "--port=$port" \
         "--socket=$node/sock/mysqld.sock" "--pid-file=$node/sock/mysqld.pid" \
         "--tmpdir=$node/tmp" \
-        --skip-name-resolve --innodb-flush-log-at-trx-commit=2 \
+        --skip-name-resolve "--innodb-flush-log-at-trx-commit=$flush" \
         --max-connections=500 --skip-log-bin "${DLT_MYSQL_INNODB_OPTS[@]}"
 }
 

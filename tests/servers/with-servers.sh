@@ -33,7 +33,10 @@
 # CMD's exit status is returned; every server started here is stopped and
 # the run dir removed afterwards, also on SIGINT/SIGTERM/SIGHUP (etcd3
 # members with SIGKILL: see dlt_stop_signal)
-# (DLOCK_TEST_KEEP=1 keeps the run dir). DLOCK_TEST_VERBOSE=1 reports ports
+# (DLOCK_TEST_KEEP=1 keeps the run dir). PostgreSQL and MariaDB run without
+# fsync per commit (tests, speed); DLOCK_TEST_DURABLE=1 starts them with
+# their default durability (synchronous_commit=on, fsync;
+# innodb_flush_log_at_trx_commit=1), for benchmarks. DLOCK_TEST_VERBOSE=1 reports ports
 # and start/stop times on stderr. DLOCK_TEST_READY_TIMEOUT (default 60 s)
 # bounds the wait for a server to answer; ports come from
 # DLOCK_TEST_PORT_MIN..DLOCK_TEST_PORT_MAX (default 20000..32767).

@@ -325,6 +325,11 @@ static void registry__checks_tables(void **state)
     bad_mode.kinds = DLOCK_KIND_BIT(DLOCK_KIND_SHARED);
     assert_int_equal(dlock__backend_check(&b, err, sizeof err), DLOCK_EINVAL);
     assert_non_null(strstr(err, "exclusive"));
+    /* DLOCK_CAP_LATCH goes with a latch table, and the table with it. */
+    bad_mode.kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE);
+    bad_mode.caps = DLOCK_CAP_LATCH;
+    assert_int_equal(dlock__backend_check(&b, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "LATCH"));
     b.modes = dummy_modes;
     b.scheme = "file"; /* taken by a built-in */
     assert_int_equal(dlock_backend_register(&b), DLOCK_EINVAL);
@@ -440,8 +445,8 @@ struct backend_v2_frozen {
 static void backend__tables_v2_layout_frozen(void **state)
 {
     (void)state;
-    /* Version 3 appends to version 2's tables, nothing more. */
-    assert_int_equal(DLOCK_BACKEND_VERSION, 3);
+    /* Versions 3 to 5 append to version 2's tables, nothing more. */
+    assert_int_equal(DLOCK_BACKEND_VERSION, 5);
     SAME_B(version);
     SAME_B(scheme);
     SAME_B(aliases);
@@ -474,8 +479,19 @@ static void backend__tables_v2_layout_frozen(void **state)
     SAME_M(data);
     assert_int_equal(offsetof(struct dlock_mode, downgrade),
                      sizeof(struct mode_v2_frozen));
-    assert_int_equal(sizeof(struct dlock_mode),
+    /* Version 4: the latch table, after downgrade. */
+    assert_int_equal(offsetof(struct dlock_mode, latch),
                      sizeof(struct mode_v2_frozen) + sizeof(void (*)(void)));
+    /* Version 5: the bench's fence_floor and forget, after the latch. */
+    assert_int_equal(offsetof(struct dlock_mode, fence_floor),
+                     sizeof(struct mode_v2_frozen) + sizeof(void (*)(void)) +
+                         sizeof(void *));
+    assert_int_equal(offsetof(struct dlock_mode, forget),
+                     offsetof(struct dlock_mode, fence_floor) +
+                         sizeof(void (*)(void)));
+    assert_int_equal(sizeof(struct dlock_mode),
+                     sizeof(struct mode_v2_frozen) +
+                         3 * sizeof(void (*)(void)) + sizeof(void *));
     /* The session header every backend embeds first. */
     assert_int_equal(offsetof(struct dlock_session, backend), 0);
 }

@@ -11,7 +11,9 @@
  *   dlock_held() is already 0 when on_lost runs;
  * - a renewal in doubt (no answer) is retried, and never makes the lock
  *   outlive its lease ([B-BOUND-1]);
- * - DLOCK_LOCK_NO_WATCHDOG locks are left alone.
+ * - DLOCK_LOCK_NO_WATCHDOG locks are left alone;
+ * - a watched connection that ends puts the lock in doubt at once, even
+ *   while the watchdog thread is busy elsewhere ([B-WATCH-1]).
  *
  * The waits are bounded (a few seconds) and only wait for something to
  * happen; nothing here measures how fast it happens.
@@ -24,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -45,9 +49,20 @@ struct wdt_name {
 
 static struct {
     pthread_mutex_t mu;
+    pthread_cond_t cv;
     struct wdt_name n[WDT_NAMES];
     int in_renew; /* renew() calls running now */
-} wdt = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    bool pair;    /* open() watches one end of a socket pair */
+    int peer;     /* the other end of the last pair, -1 if none */
+    bool block;   /* renew() waits until this is false */
+    bool blocked; /* a renew() is waiting */
+} wdt = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+         .peer = -1};
+
+struct wdt_session {
+    struct dlock_session base;
+    int fd; /* watched, -1 if none */
+};
 
 static struct wdt_name *wdt_find(const char *name) /* wdt.mu held */
 {
@@ -78,15 +93,40 @@ static unsigned wdt_renews(const char *name)
     return r;
 }
 
+/* With wdt.pair, the session watches one end of a socket pair as its
+ * connection; closing wdt.peer ends it, as a server going away would. */
 static int wdt_open(struct dlock_session **out, const struct dlock_uri *u,
                     void *ctx, char *err, size_t errlen)
 {
+    struct wdt_session *ws = calloc(1, sizeof *ws);
+    int sv[2];
     (void)u, (void)ctx, (void)err, (void)errlen;
-    *out = calloc(1, sizeof **out);
-    return *out ? DLOCK_OK : DLOCK_ENOMEM;
+
+    if (ws == NULL)
+        return DLOCK_ENOMEM;
+    ws->fd = -1;
+    *out = &ws->base;
+    pthread_mutex_lock(&wdt.mu);
+    if (wdt.pair && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+                               sv) == 0) {
+        ws->fd = sv[0];
+        wdt.peer = sv[1];
+        dlock_session_watch(&ws->base, ws->fd);
+    }
+    pthread_mutex_unlock(&wdt.mu);
+    return DLOCK_OK;
 }
 
-static void wdt_close(struct dlock_session *s) { free(s); }
+static void wdt_close(struct dlock_session *s)
+{
+    struct wdt_session *ws = (struct wdt_session *)s;
+
+    if (ws->fd >= 0) {
+        dlock_session_watch(s, -1);
+        close(ws->fd);
+    }
+    free(ws);
+}
 
 static int wdt_acquire(struct dlock_session *s, const struct dlock_request *r,
                        int64_t deadline_ms, struct dlock_grant *g,
@@ -112,6 +152,11 @@ static int wdt_renew(struct dlock_session *s, struct dlock_renewal *items,
     (void)s;
     pthread_mutex_lock(&wdt.mu);
     wdt.in_renew++;
+    while (wdt.block) {
+        wdt.blocked = true;
+        pthread_cond_wait(&wdt.cv, &wdt.mu);
+    }
+    wdt.blocked = false;
     for (size_t i = 0; i < n; i++) {
         struct wdt_name *w = wdt_find(items[i].req->name);
         w->renews++;
@@ -213,12 +258,30 @@ static bool renewed_enough(void *arg)
     return wdt_renews(r->name) >= r->n;
 }
 
-static dlock_client *open_client(void)
+static dlock_client *open_client_uri(const char *uri)
 {
     dlock_client *c = NULL;
-    assert_int_equal(dlock_client_open(&c, "wdt://h?lease=300ms", NULL),
-                     DLOCK_OK);
+    assert_int_equal(dlock_client_open(&c, uri, NULL), DLOCK_OK);
     return c;
+}
+
+static dlock_client *open_client(void)
+{
+    return open_client_uri("wdt://h?lease=300ms");
+}
+
+static bool renew_blocked(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&wdt.mu);
+    bool r = wdt.blocked;
+    pthread_mutex_unlock(&wdt.mu);
+    return r;
+}
+
+static bool held_again(void *arg)
+{
+    return dlock_held(arg) == 1;
 }
 
 static dlock_lock *new_lock(dlock_client *c, const char *name,
@@ -345,6 +408,54 @@ static void watchdog__leaves_no_watchdog_locks_alone(void **state)
     dlock_client_close(c);
 }
 
+/*
+ * A watched connection ends while the watchdog thread is stuck in a
+ * renewal (as it is when starved of CPU): dlock_held() must say 0 at once,
+ * not when the thread gets round to the event. A server that restarted
+ * and forgot the lock may grant it to another client within that time
+ * (seen in the history checker on Redis without persistence). Once the
+ * thread runs again, a renewal confirms the lock and it is held again.
+ */
+static void watchdog__ended_connection_doubts_before_thread_runs(void **state)
+{
+    struct lost_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    (void)state;
+    pthread_mutex_lock(&wdt.mu);
+    wdt.pair = true;
+    pthread_mutex_unlock(&wdt.mu);
+    /* A 3 s lease: the first renewal is due at 1 s, and the lease holds
+     * 2 s longer, so only the ended connection can make held() say 0. */
+    dlock_client *c = open_client_uri("wdt://h?lease=3s");
+    dlock_lock *lk = new_lock(c, "cut", &log, 0);
+
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_int_equal(dlock_held(lk), 1);
+    pthread_mutex_lock(&wdt.mu);
+    wdt.block = true;
+    pthread_mutex_unlock(&wdt.mu);
+    assert_true(within_5s(renew_blocked, NULL));
+    assert_int_equal(dlock_held(lk), 1); /* the lease still runs */
+
+    pthread_mutex_lock(&wdt.mu);
+    close(wdt.peer);
+    wdt.peer = -1;
+    wdt.pair = false; /* the next session is a plain one */
+    pthread_mutex_unlock(&wdt.mu);
+    assert_int_equal(dlock_held(lk), 0);
+    sleep_ms(100);
+    assert_int_equal(dlock_held(lk), 0); /* the thread is still stuck */
+
+    pthread_mutex_lock(&wdt.mu);
+    wdt.block = false;
+    pthread_cond_broadcast(&wdt.cv);
+    pthread_mutex_unlock(&wdt.mu);
+    assert_true(within_5s(held_again, lk));
+    assert_int_equal(log.calls, 0);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -352,6 +463,7 @@ int main(void)
         cmocka_unit_test(watchdog__refused_renewal_reports_lost_once),
         cmocka_unit_test(watchdog__renewal_in_doubt_never_outlives_the_lease),
         cmocka_unit_test(watchdog__leaves_no_watchdog_locks_alone),
+        cmocka_unit_test(watchdog__ended_connection_doubts_before_thread_runs),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

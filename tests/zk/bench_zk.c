@@ -3,7 +3,8 @@
  * server (not a test: numbers are printed, never asserted).
  *
  *   tests/servers/with-servers.sh zk -- build/tests/zk/bench_zk \
- *       --uri '$DLOCK_TEST_ZK_URI?lease=3s' [--n 2000] [--threads 8]
+ *       --uri '$DLOCK_TEST_ZK_URI?lease=3s' [--n 2000] [--threads 8] \
+ *       [--permits P]
  *
  * 1. floor: dlock_bench_floor(), the bare libzookeeper_mt cycle (create
  *    EPHEMERAL_SEQUENTIAL, get children, delete), n cycles;
@@ -15,6 +16,10 @@
  *    dlock_acquire() returning.
  * Floor and dlock alternate in rounds after a warm-up, so both see the
  * same machine state (see /work/shared/NOTES.md on idle vCPUs).
+ * With --permits P, every dlock handle takes a permit of a semaphore of P
+ * (Curator's InterProcessSemaphoreV2 layout) instead of the lock; the
+ * floor stays the lock's, for comparison. With P > 1 a hand-off's
+ * latency is from the latest release, whoever made it.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -53,6 +58,16 @@ static void report(const char *what, uint64_t *ns, size_t n)
 }
 
 static const char *uri;
+static uint32_t permits; /* 0: locks */
+
+/* A handle on name: the lock, or a permit of a semaphore of `permits`. */
+static int handle_new(dlock_lock **lk, dlock_client *c, const char *name)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+
+    o.permits = permits;
+    return dlock_lock_new(lk, c, name, &o);
+}
 
 static int floor_run(const char *name, uint32_t n, uint64_t *ns)
 {
@@ -96,7 +111,7 @@ static void *handoff_thread(void *arg)
     dlock_lock *lk = NULL;
 
     if (dlock_client_open(&c, uri, NULL) != DLOCK_OK ||
-        dlock_lock_new(&lk, c, h->name, NULL) != DLOCK_OK) {
+        handle_new(&lk, c, h->name) != DLOCK_OK) {
         fprintf(stderr, "hand-off: %s\n", dlock_client_errmsg(c));
         exit(1);
     }
@@ -133,9 +148,13 @@ int main(int argc, char **argv)
             n = (uint32_t)atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--threads") == 0)
             threads = (uint32_t)atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--permits") == 0)
+            permits = (uint32_t)atoi(argv[i + 1]);
     }
     if (uri == NULL || n == 0 || threads < 2) {
-        fprintf(stderr, "usage: %s --uri URI [--n N] [--threads T>=2]\n",
+        fprintf(stderr,
+                "usage: %s --uri URI [--n N] [--threads T>=2] "
+                "[--permits P]\n",
                 argv[0]);
         return 2;
     }
@@ -157,12 +176,12 @@ int main(int argc, char **argv)
     all_dlock = calloc((size_t)n * rounds, sizeof *ns);
     all_try = calloc((size_t)n * rounds, sizeof *ns);
     if (dlock_client_open(&c, uri, NULL) != DLOCK_OK ||
-        dlock_lock_new(&lk, c, name, NULL) != DLOCK_OK) {
+        handle_new(&lk, c, name) != DLOCK_OK) {
         fprintf(stderr, "open: %s\n", dlock_client_errmsg(c));
         return 1;
     }
-    printf("uri %s, %u cycles x %u rounds, after a warm-up\n", uri, n,
-           rounds);
+    printf("uri %s, %u cycles x %u rounds, after a warm-up%s\n", uri, n,
+           rounds, permits > 0 ? ", dlock rows take permits" : "");
     /* Warm-up: the server's JIT, the client's connections. */
     if (floor_run(name, n, ns) != DLOCK_OK ||
         dlock_run(lk, 10000, n, ns) != DLOCK_OK)

@@ -739,6 +739,21 @@ static void *resume_later(void *arg)
 
 #define ZOO_CREATE2 15 /* the request type of zoo_acreate2 */
 
+/* A client of the same server through the proxy, logging to zkt_log. */
+static dlock_client *proxy_client(struct zkt_proxy *px)
+{
+    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
+    dlock_client *c = NULL;
+    char uri[512];
+
+    o.log = zkt_log;
+    o.log_level = DLOCK_LOG_INFO;
+    snprintf(uri, sizeof uri, "zk://127.0.0.1:%d?lease=3s&timeout=5s",
+             zkt_proxy_port(px));
+    assert_int_equal(dlock_client_open(&c, uri, &o), DLOCK_OK);
+    return c;
+}
+
 /*
  * The connection drops right after our create reaches the server (a proxy
  * cuts it): the server made the node, the answer never came. The acquire
@@ -751,21 +766,15 @@ static void lost_create(bool applied)
 {
     const char *name = h_name(applied ? "lostreply" : "lostcreate");
     struct zkt_proxy *px = zkt_proxy_start(zkt_port(base_uri));
-    dlock_client_options o = DLOCK_CLIENT_OPTIONS_INIT;
-    dlock_client *c = NULL, *direct = client("lease=3s");
+    dlock_client *c, *direct = client("lease=3s");
     dlock_lock *holder, *lk, *late, *probe;
     struct zkt_bg_acquire mine, after;
     pthread_t t1, t2;
-    char uri[512], dir[256];
+    char dir[256];
 
     assert_non_null(px);
     assert_non_null(direct);
-    /* The same server, through the proxy. */
-    o.log = zkt_log;
-    o.log_level = DLOCK_LOG_INFO;
-    snprintf(uri, sizeof uri, "zk://127.0.0.1:%d?lease=3s&timeout=5s",
-             zkt_proxy_port(px));
-    assert_int_equal(dlock_client_open(&c, uri, &o), DLOCK_OK);
+    c = proxy_client(px);
     snprintf(dir, sizeof dir, "/dlock/%s", name);
     holder = h_lock(direct, name, 0, 0);
     late = h_lock(direct, name, 0, 0);
@@ -827,6 +836,138 @@ static void zk__lost_create_not_applied_made_once(void **state)
 {
     (void)state;
     lost_create(false);
+}
+
+/*
+ * CURATOR-315 on dlock's side: the answer to creating a semaphore's lease
+ * node is lost (the proxy lets the mutex node's create through and cuts
+ * the connection after the lease node's). The acquire finds its lease
+ * node again by the uuid in its name and holds with it: no second node,
+ * no orphan counted against the permits.
+ */
+static void zk__lost_lease_create_no_orphan(void **state)
+{
+    const char *name = h_name("lostlease");
+    struct zkt_proxy *px = zkt_proxy_start(zkt_port(base_uri));
+    dlock_client *c, *direct = client("lease=3s");
+    dlock_lock *holder, *lk, *probe;
+    char leases[300], locks[300];
+
+    (void)state;
+    assert_non_null(px);
+    assert_non_null(direct);
+    c = proxy_client(px);
+    snprintf(leases, sizeof leases, "/dlock/%s/leases", name);
+    snprintf(locks, sizeof locks, "/dlock/%s/locks", name);
+    holder = h_permit(direct, name, 0, 2);
+    probe = h_permit(direct, name, 0, 2);
+    lk = h_permit(c, name, 0, 2);
+    zkt_log_reset();
+
+    assert_int_equal(dlock_acquire(holder, 5000), DLOCK_OK);
+    zkt_proxy_arm_after(px, ZOO_CREATE2, true, 1);
+    assert_int_equal(dlock_acquire(lk, 20000), DLOCK_OK);
+    assert_int_equal(zkt_proxy_cuts(px), 1);
+    assert_true(zkt_logged("found our node"));
+    assert_int_equal(zkt_children(zh, leases, NULL), 2); /* holder + ours */
+    assert_int_equal(dlock_try_acquire(probe), DLOCK_EBUSY);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    assert_true(zkt_wait_children(zh, leases, 1, 10000));
+    assert_int_equal(dlock_try_acquire(probe), DLOCK_OK);
+    assert_int_equal(dlock_release(probe), DLOCK_OK);
+    assert_int_equal(dlock_release(holder), DLOCK_OK);
+    assert_true(zkt_wait_children(zh, leases, 0, 10000));
+    assert_int_equal(zkt_children(zh, locks, NULL), 0);
+    dlock_lock_free(holder);
+    dlock_lock_free(probe);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    dlock_client_close(direct);
+    zkt_proxy_stop(px);
+}
+
+/* A permit waiter on a thread of its own, cancellable. */
+struct permit_waiter {
+    dlock_lock *lk;
+    dlock_cancel *cx;
+    int rc;
+    int64_t done_ms;
+};
+
+static void *permit_wait_thread(void *arg)
+{
+    struct permit_waiter *w = arg;
+
+    w->rc = dlock_acquire_cancellable(w->lk, 30000, w->cx);
+    w->done_ms = h_now_ms();
+    return NULL;
+}
+
+/* Cancel a permit waiter and see it return DLOCK_ECANCELED promptly. */
+static void permit_cancel(struct permit_waiter *w, pthread_t t)
+{
+    int64_t fired = h_now_ms();
+
+    dlock_cancel_fire(w->cx);
+    pthread_join(t, NULL);
+    assert_int_equal(w->rc, DLOCK_ECANCELED);
+    fprintf(stderr, "  cancelled in %lld ms\n",
+            (long long)(w->done_ms - fired));
+    assert_true(w->done_ms - fired < 1000);
+}
+
+/*
+ * [B-CANCEL-1] on a semaphore of 1: the waiter holding the semaphore's
+ * mutex (its lease node counted, watching leases) and the one queued
+ * behind it in locks are cancelled in turn. Each returns at once and
+ * takes its nodes along; the second moves up to the mutex in between. No
+ * node and no watch stays on the server.
+ */
+static void zk__permit_waiters_cancelled(void **state)
+{
+    const char *name = h_name("semcancel");
+    dlock_client *c = client("lease=3s");
+    struct permit_waiter w[2];
+    pthread_t t[2];
+    dlock_lock *holder;
+    char leases[300], locks[300];
+    long watches = -1;
+
+    (void)state;
+    assert_non_null(c);
+    snprintf(leases, sizeof leases, "/dlock/%s/leases", name);
+    snprintf(locks, sizeof locks, "/dlock/%s/locks", name);
+    holder = h_permit(c, name, 0, 1);
+    assert_int_equal(dlock_acquire(holder, 5000), DLOCK_OK);
+    for (int i = 0; i < 2; i++) {
+        w[i] = (struct permit_waiter){h_permit(c, name, 0, 1), NULL, -100, 0};
+        assert_int_equal(dlock_cancel_new(&w[i].cx), DLOCK_OK);
+    }
+    pthread_create(&t[0], NULL, permit_wait_thread, &w[0]);
+    assert_true(zkt_wait_children(zh, leases, 2, 10000));
+    pthread_create(&t[1], NULL, permit_wait_thread, &w[1]);
+    assert_true(zkt_wait_children(zh, locks, 2, 10000));
+    permit_cancel(&w[0], t[0]);
+    assert_true(zkt_wait_children(zh, locks, 1, 10000));
+    assert_true(zkt_wait_children(zh, leases, 2, 10000)); /* w[1]'s now */
+    permit_cancel(&w[1], t[1]);
+    assert_true(zkt_wait_children(zh, locks, 0, 10000));
+    assert_int_equal(zkt_children(zh, leases, NULL), 1);
+    assert_int_equal(dlock_release(holder), DLOCK_OK);
+    assert_true(zkt_wait_children(zh, leases, 0, 10000));
+    for (int64_t end = h_now_ms() + 3000; h_now_ms() < end;) {
+        watches = zkt_mntr(zkt_port(base_uri), "zk_watch_count");
+        if (watches == 0)
+            break;
+        h_sleep_ms(50);
+    }
+    assert_int_equal(watches, 0);
+    for (int i = 0; i < 2; i++) {
+        dlock_lock_free(w[i].lk);
+        dlock_cancel_free(w[i].cx);
+    }
+    dlock_lock_free(holder);
+    dlock_client_close(c);
 }
 
 /* ---- a server that is down or paused: ECONNECT within timeout= ----------- */
@@ -939,6 +1080,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(zk__floor_runs),
         cmocka_unit_test(zk__lost_create_reply_found_again),
         cmocka_unit_test(zk__lost_create_not_applied_made_once),
+        cmocka_unit_test(zk__lost_lease_create_no_orphan),
+        cmocka_unit_test(zk__permit_waiters_cancelled),
         /* These stop or pause the server: last. */
         cmocka_unit_test(zk__disconnect_in_doubt_then_lost),
         cmocka_unit_test(zk__server_down_econnect_within_timeout),

@@ -230,6 +230,7 @@ struct zkt_proxy {
     pthread_t acceptor;
     pthread_mutex_t mu;
     int armed_op;     /* 0: not armed */
+    int skip;         /* requests of armed_op to let through first */
     bool forward;
     int cuts;
     atomic_int live;  /* connections still open */
@@ -325,7 +326,9 @@ static void *pipe_up(void *arg)
         }
         first = false;
         pthread_mutex_lock(&px->mu);
-        if (px->armed_op != 0 && op == px->armed_op) {
+        if (px->armed_op != 0 && op == px->armed_op && px->skip > 0) {
+            px->skip--;
+        } else if (px->armed_op != 0 && op == px->armed_op) {
             cut = true;
             forward = px->forward;
             px->armed_op = 0;
@@ -423,8 +426,15 @@ int zkt_proxy_port(const struct zkt_proxy *px)
 
 void zkt_proxy_arm(struct zkt_proxy *px, int opcode, bool forward)
 {
+    zkt_proxy_arm_after(px, opcode, forward, 0);
+}
+
+void zkt_proxy_arm_after(struct zkt_proxy *px, int opcode, bool forward,
+                         int skip)
+{
     pthread_mutex_lock(&px->mu);
     px->armed_op = opcode;
+    px->skip = skip;
     px->forward = forward;
     pthread_mutex_unlock(&px->mu);
 }

@@ -44,6 +44,9 @@ struct zkt_proxy;
 struct zkt_proxy *zkt_proxy_start(int server_port);
 int zkt_proxy_port(const struct zkt_proxy *p);
 void zkt_proxy_arm(struct zkt_proxy *p, int opcode, bool forward);
+/* The same, letting `skip` requests of that type through first. */
+void zkt_proxy_arm_after(struct zkt_proxy *p, int opcode, bool forward,
+                         int skip);
 int zkt_proxy_cuts(struct zkt_proxy *p);
 void zkt_proxy_stop(struct zkt_proxy *p);
 

@@ -10,8 +10,8 @@ _dlock() {
             sed -n 's/^  \([a-z][a-z]*\)  .*/\1/p') --help" -- "$cur"))
         return
     fi
-    # dlock exec [OPTIONS] NAME -- COMMAND...: after --, a command
-    if [[ $cmd == exec ]]; then
+    # dlock exec|elect [OPTIONS] NAME -- COMMAND...: after --, a command
+    if [[ $cmd == exec || $cmd == elect ]]; then
         for ((i = 2; i < COMP_CWORD; i++)); do
             if [[ ${COMP_WORDS[i]} == -- ]]; then
                 COMPREPLY=($(compgen -c -- "$cur"))
@@ -24,6 +24,12 @@ _dlock() {
         COMPREPLY=($(compgen -W "$("$prog" demo --help 2>/dev/null |
             sed -n 's/^demos: \([a-z, ]*\).*/\1/p' | tr -d ,) --help" \
             -- "$cur"))
+        return
+    fi
+    # dlock latch ACTION: the actions its help lists ("actions: a, b")
+    if [[ $cmd == latch ]] && ((COMP_CWORD == 2)) && [[ $cur != -* ]]; then
+        COMPREPLY=($(compgen -W "$("$prog" latch --help 2>/dev/null |
+            sed -n 's/^actions: \([a-z, ]*\).*/\1/p' | tr -d ,)" -- "$cur"))
         return
     fi
     # dlock scenario NAME|all: the scenarios its help lists
