@@ -8,6 +8,9 @@
 # bound. When A resumes it is told: its command gets SIGTERM and dlock
 # exits 75 saying the lock was lost. The fences the two commands saw in
 # DLOCK_FENCE strictly increase, A's below B's. Prints "N passed, N failed".
+# A's trap writes its mark with the shell's own redirection: a process it
+# forked (touch) would be new to the guard, which sends SIGTERM to every
+# process below it until the command ends, and could die before writing.
 set -u
 
 what=sigstop
@@ -28,7 +31,7 @@ for mode in mutex rwlock; do
     f=$work/$mode
     "$DLOCK" exec --uri "$uri" --kill-after 5s "$name" -- sh -c "
         echo \$DLOCK_FENCE >'$f.a-fence'
-        trap 'touch \"$f.a-term\"; exit 0' TERM
+        trap ': >\"$f.a-term\"; exit 0' TERM
         touch '$f.a-gate'
         i=0; while [ \$i -lt 600 ]; do sleep 0.05; i=\$((i + 1)); done" \
         2>"$f.a-err" &
