@@ -124,20 +124,22 @@ int dlock_acquire_async(dlock_lock *lk, uint32_t timeout_ms, dlock_cancel *cx,
         return DLOCK_EINVAL;
     c = lk->c;
     a = &c->async;
-    if (done == NULL) {
-        snprintf(lk->errmsg, sizeof lk->errmsg,
-                 "acquire_async: done: NULL (a callback is required)");
-        return DLOCK_EINVAL;
-    }
-    if (atomic_load(&c->closed) || dlock_cancel_fired(&c->shut)) {
-        snprintf(lk->errmsg, sizeof lk->errmsg,
-                 "acquire_async: the client was closed or shut down");
-        return DLOCK_ECLOSED;
-    }
     /* The handle's message belongs to the acquire in progress: refuse
      * without touching it. */
     if (atomic_exchange(&lk->in_async, true))
         return DLOCK_EINVAL;
+    if (done == NULL) {
+        atomic_store(&lk->in_async, false);
+        dlock__lock_say(lk, "acquire_async: done: NULL (a callback is "
+                            "required)");
+        return DLOCK_EINVAL;
+    }
+    if (atomic_load(&c->closed) || dlock_cancel_fired(&c->shut)) {
+        atomic_store(&lk->in_async, false);
+        dlock__lock_say(lk, "acquire_async: the client was closed or shut "
+                            "down");
+        return DLOCK_ECLOSED;
+    }
     lk->job_timeout = timeout_ms;
     lk->job_cx = cx;
     lk->done = done;
@@ -148,8 +150,7 @@ int dlock_acquire_async(dlock_lock *lk, uint32_t timeout_ms, dlock_cancel *cx,
     if (a->stopping) {
         pthread_mutex_unlock(&a->mu);
         atomic_store(&lk->in_async, false);
-        snprintf(lk->errmsg, sizeof lk->errmsg,
-                 "acquire_async: the client is closing");
+        dlock__lock_say(lk, "acquire_async: the client is closing");
         return DLOCK_ECLOSED;
     }
     if (a->nidle == 0 && a->nthreads < DLOCK__ASYNC_THREADS) {
@@ -160,8 +161,8 @@ int dlock_acquire_async(dlock_lock *lk, uint32_t timeout_ms, dlock_cancel *cx,
     if (a->nthreads == 0) {
         pthread_mutex_unlock(&a->mu);
         atomic_store(&lk->in_async, false);
-        snprintf(lk->errmsg, sizeof lk->errmsg,
-                 "acquire_async: cannot start a thread: %s", strerror(e));
+        dlock__lock_say(lk, "acquire_async: cannot start a thread: %s",
+                        strerror(e));
         return DLOCK_ENOMEM;
     }
     if (a->tail != NULL)

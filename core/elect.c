@@ -104,13 +104,21 @@ static int campaign(struct dlock_election *e)
     if (rc != DLOCK_OK) {
         e->phase = IDLE;
         e->result = rc;
-        elect_error(e, rc, "cannot campaign: %s", e->lk->errmsg);
+        elect_error(e, rc, "cannot campaign: %s", dlock_lock_errmsg(e->lk));
         pthread_cond_broadcast(&e->cv);
     }
     return rc;
 }
 
 /* ---- the callbacks ------------------------------------------------------------ */
+
+/* The lock's message for rc, or the code's text if it left none. */
+static const char *lock_why(const dlock_lock *lk, int rc)
+{
+    const char *m = dlock_lock_errmsg(lk);
+
+    return m[0] != '\0' ? m : dlock_strerror(rc);
+}
 
 /* The campaign's acquire ended (an acquire thread, or dispatch). */
 static void elect_done(dlock_lock *lk, int rc, void *payload)
@@ -163,8 +171,7 @@ static void elect_done(dlock_lock *lk, int rc, void *payload)
     e->phase = IDLE;
     e->result = rc;
     if (rc != DLOCK_ECANCELED)
-        elect_error(e, rc, "the campaign ended: %s",
-                    lk->errmsg[0] != '\0' ? lk->errmsg : dlock_strerror(rc));
+        elect_error(e, rc, "the campaign ended: %s", lock_why(lk, rc));
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
@@ -346,8 +353,7 @@ int dlock_elect_await(dlock_election *e, uint32_t timeout_ms)
                                    "await: not campaigning (join first)");
             if (rc == e->result)
                 elect_error(e, rc, "the campaign ended: %s",
-                            e->lk->errmsg[0] ? e->lk->errmsg
-                                             : dlock_strerror(rc));
+                            lock_why(e->lk, rc));
             break;
         }
         now = dlock_now_ms();
@@ -391,7 +397,7 @@ int dlock_elect_resign(dlock_election *e)
         rc = dlock_release(e->lk);
         pthread_mutex_lock(&e->mu);
         if (rc != DLOCK_OK)
-            elect_error(e, rc, "resign: %s", e->lk->errmsg);
+            elect_error(e, rc, "resign: %s", dlock_lock_errmsg(e->lk));
         e->phase = IDLE;
         e->result = 0;
     } else if (e->phase == CAMPAIGN) {

@@ -5,6 +5,7 @@
  */
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "held.h"
@@ -161,7 +162,9 @@ void dlock__held_tell_lost(struct dlock__held *h, int rc, const char *detail,
         return;
     if (p->events != NULL && p->events->fd >= 0) {
         h->lost_code = rc;
-        snprintf(h->lost_why, sizeof h->lost_why, "%s", why);
+        /* The run takes the text (an exchange: neither frees the one the
+         * other uses); a failed copy runs with core's fixed words. */
+        free(atomic_exchange(&h->lost_why, strdup(why)));
         dlock__events_push(p->events, &h->lost_ev);
         return;
     }
@@ -173,9 +176,14 @@ static void run_lost(struct dlock__event *ev)
 {
     struct dlock__held *h = (struct dlock__held *)(void *)((char *)ev -
                             offsetof(struct dlock__held, lost_ev));
+    char *why = atomic_exchange(&h->lost_why, NULL);
 
-    h->on_lost((dlock_lock *)h->handle, h->lost_code, h->lost_why,
+    /* on_lost may free the handle: h is not touched after it. */
+    h->on_lost((dlock_lock *)h->handle, h->lost_code,
+               why != NULL ? why : "the lock was lost (out of memory for "
+                                   "the reason)",
                h->payload);
+    free(why);
 }
 
 bool dlock__held_in_doubt(const struct dlock__held *h)

@@ -62,7 +62,7 @@ struct dlock__held {
     /* on_lost queued for dlock_client_dispatch() (QUEUE_CALLBACKS). */
     struct dlock__event lost_ev;
     int lost_code;
-    char lost_why[DLOCK__ERRMSG_MAX];
+    _Atomic(char *) lost_why; /* malloc'd by the loss, freed by the run */
 };
 
 /* Set up h for a handle (no I/O). */

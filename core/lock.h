@@ -32,13 +32,26 @@ struct dlock_lock {
     void *done_payload;
     int done_rc;
     struct dlock__event done_ev; /* queued done (QUEUE_CALLBACKS) */
-    char errmsg[DLOCK__ERRMSG_MAX];
+    /* Messages (lock.c): the running call's buffer, on the stack of the
+     * outermost call (NULL between calls); and the last call's message,
+     * allocated when a call first fails (NULL until then). */
+    char *msg;
+    char *errmsg;
+    bool errmsg_lost; /* the last call failed, and no room to say why */
 };
 
 /* dlock_acquire_cancellable(), telling queued(arg) when a fair request is
  * queued at the server [B-QUEUED-1] (NULL: nobody). */
 int dlock__acquire(struct dlock_lock *lk, uint32_t timeout_ms,
                    dlock_cancel *cx, void (*queued)(void *), void *arg);
+
+/* Set the handle's message from outside a call on it (async.c,
+ * multi.c). */
+void dlock__lock_say(struct dlock_lock *lk, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* Release everything the handle holds; for dlock_lock_free() and
  * dlock_client_close(). */

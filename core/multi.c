@@ -55,8 +55,11 @@ static int index_of(dlock_lock *const *locks, size_t n,
 
 static int say(struct dlock_lock *lk, int code, const char *text)
 {
-    dlock__pool_format(&lk->c->pool, lk->errmsg, sizeof lk->errmsg,
-                       "acquire_all", lk->name, text);
+    char msg[DLOCK__ERRMSG_MAX];
+
+    dlock__pool_format(&lk->c->pool, msg, sizeof msg, "acquire_all",
+                       lk->name, text);
+    dlock__lock_say(lk, "%s", msg);
     return code;
 }
 

@@ -136,21 +136,34 @@ void bench_goal_handoff(const struct bench_result *r, struct bench_goal *g)
     goal_judge(g, (double)r->handoff.p50 / rtt, GOAL_HANDOFF_RTTS, true);
 }
 
-void bench_goal_watchdog(const struct bench_result *r, struct bench_goal *g)
+/* A goal of the many-locks workload: value against limit, judged only at
+ * GOAL_WATCHDOG_LOCKS held locks or more. */
+static void goal_many(const struct bench_result *r, struct bench_goal *g,
+                      double value, double limit)
 {
     char note[160];
 
     if (!r->many_st.ran) {
-        goal_na(g, -1, GOAL_WATCHDOG_PCT, "many locks not measured");
+        goal_na(g, -1, limit, "many locks not measured");
         return;
     }
     if (r->locks < GOAL_WATCHDOG_LOCKS) {
         snprintf(note, sizeof note, "set for %d locks; ran %lu",
                  GOAL_WATCHDOG_LOCKS, r->locks);
-        goal_na(g, r->wd_cpu_pct, GOAL_WATCHDOG_PCT, note);
+        goal_na(g, value, limit, note);
         return;
     }
-    goal_judge(g, r->wd_cpu_pct, GOAL_WATCHDOG_PCT, true);
+    goal_judge(g, value, limit, true);
+}
+
+void bench_goal_watchdog(const struct bench_result *r, struct bench_goal *g)
+{
+    goal_many(r, g, r->wd_cpu_pct, GOAL_WATCHDOG_PCT);
+}
+
+void bench_goal_memory(const struct bench_result *r, struct bench_goal *g)
+{
+    goal_many(r, g, r->bytes_per_lock, GOAL_MEMORY_BYTES);
 }
 
 /* "pass 1.09x", "miss 3.4x", "n/a (why) 2.1x" into buf. */
@@ -374,9 +387,10 @@ void bench_print_table(const struct bench_run *run)
 
     printf("\ngoals (issue 7): uncontended p50 <= %.2fx floor p50; "
            "hand-off p50 <= %.0fx RTT\n(RTT = floor p50 / 2) where waiters "
-           "are woken; watchdog < %.0f%% of one core at %d locks\n",
+           "are woken; watchdog < %.0f%% of one core and\n< %d bytes per "
+           "lock at %d locks\n",
            GOAL_FLOOR_RATIO, GOAL_HANDOFF_RTTS, GOAL_WATCHDOG_PCT,
-           GOAL_WATCHDOG_LOCKS);
+           GOAL_MEMORY_BYTES, GOAL_WATCHDOG_LOCKS);
     for (size_t i = 0; i < run->n; i++) {
         const struct bench_result *r = &run->r[i];
         struct bench_goal g;
@@ -390,6 +404,8 @@ void bench_print_table(const struct bench_run *run)
         printf("      hand-off vs RTT:       %s\n", goal_text(&g, "x", t, sizeof t));
         bench_goal_watchdog(r, &g);
         printf("      watchdog CPU:          %s\n", goal_text(&g, "%", t, sizeof t));
+        bench_goal_memory(r, &g);
+        printf("      memory per lock:       %s\n", goal_text(&g, " B", t, sizeof t));
     }
     fflush(stdout);
 }
@@ -558,15 +574,16 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
     if (run->workloads & WL_CONTENDED)
         fprintf(f, "| hand-off ≤ %.0f× RTT ", GOAL_HANDOFF_RTTS);
     if (many)
-        fprintf(f, "| watchdog < %.0f%% of a core at %d locks ",
-                GOAL_WATCHDOG_PCT, GOAL_WATCHDOG_LOCKS);
+        fprintf(f, "| watchdog < %.0f%% of a core at %d locks "
+                   "| memory < %d B per lock ",
+                GOAL_WATCHDOG_PCT, GOAL_WATCHDOG_LOCKS, GOAL_MEMORY_BYTES);
     fprintf(f, "|\n|---");
     if (run->workloads & (WL_UNCONTENDED | WL_FLOOR))
         fprintf(f, "|---");
     if (run->workloads & WL_CONTENDED)
         fprintf(f, "|---");
     if (many)
-        fprintf(f, "|---");
+        fprintf(f, "|---|---");
     fprintf(f, "|\n");
     for (size_t i = 0; i < run->n; i++) {
         const struct bench_result *r = &run->r[i];
@@ -585,6 +602,8 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
         if (many) {
             bench_goal_watchdog(r, &g);
             md_goal(f, &g, "%");
+            bench_goal_memory(r, &g);
+            md_goal(f, &g, " B");
         }
         fprintf(f, "|\n");
     }
@@ -811,6 +830,8 @@ static json_object *jresult(const struct bench_result *r)
     json_object_object_add(goals, "handoff_vs_rtt", jgoal(&g));
     bench_goal_watchdog(r, &g);
     json_object_object_add(goals, "watchdog_cpu", jgoal(&g));
+    bench_goal_memory(r, &g);
+    json_object_object_add(goals, "memory_per_lock", jgoal(&g));
     json_object_object_add(o, "goals", goals);
     return o;
 }
@@ -865,6 +886,8 @@ int bench_write_json(const struct bench_run *run, const char *path)
                            json_object_new_double(GOAL_WATCHDOG_PCT));
     json_object_object_add(gl, "watchdog_locks",
                            json_object_new_int(GOAL_WATCHDOG_LOCKS));
+    json_object_object_add(gl, "memory_bytes_per_lock_max",
+                           json_object_new_int(GOAL_MEMORY_BYTES));
     json_object_object_add(po, "goals", gl);
     json_object_object_add(root, "parameters", po);
     arr = json_object_new_array();

@@ -26,6 +26,7 @@
 #define GOAL_HANDOFF_RTTS 3.0    /* hand-off p50 / round trip */
 #define GOAL_WATCHDOG_PCT 5.0    /* % of one core ... */
 #define GOAL_WATCHDOG_LOCKS 10000 /* ... for this many held locks */
+#define GOAL_MEMORY_BYTES 1024   /* RSS growth per held lock, same count */
 
 /* Many locks on a session-per-lock mode: each holds a connection of its
  * own, and servers refuse connections long before 1000 (PostgreSQL's
@@ -171,6 +172,7 @@ struct bench_goal {
 void bench_goal_floor(const struct bench_result *r, struct bench_goal *g);
 void bench_goal_handoff(const struct bench_result *r, struct bench_goal *g);
 void bench_goal_watchdog(const struct bench_result *r, struct bench_goal *g);
+void bench_goal_memory(const struct bench_result *r, struct bench_goal *g);
 
 /* bench_report.c */
 void bench_machine_describe(struct bench_machine *m);

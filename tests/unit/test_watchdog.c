@@ -13,11 +13,14 @@
  *   outlive its lease ([B-BOUND-1]);
  * - DLOCK_LOCK_NO_WATCHDOG locks are left alone;
  * - a watched connection that ends puts the lock in doubt at once, even
- *   while the watchdog thread is busy elsewhere ([B-WATCH-1]).
+ *   while the watchdog thread is busy elsewhere ([B-WATCH-1]);
+ * - a loss queued for dlock_client_dispatch() keeps its reason, and one
+ *   whose handle is freed first is dropped with it.
  *
  * The waits are bounded (a few seconds) and only wait for something to
  * happen; nothing here measures how fast it happens.
  */
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -225,15 +228,16 @@ static bool within_5s(bool (*cond)(void *), void *arg)
 struct lost_log {
     pthread_mutex_t mu;
     int calls, code, held_then;
+    char why[512];
 };
 
 static void on_lost(dlock_lock *lk, int code, const char *why, void *payload)
 {
     struct lost_log *l = payload;
-    (void)why;
     pthread_mutex_lock(&l->mu);
     l->calls++;
     l->code = code;
+    snprintf(l->why, sizeof l->why, "%s", why);
     l->held_then = dlock_held(lk);
     pthread_mutex_unlock(&l->mu);
 }
@@ -456,6 +460,66 @@ static void watchdog__ended_connection_doubts_before_thread_runs(void **state)
     dlock_client_close(c);
 }
 
+static bool event_ready(void *arg)
+{
+    struct pollfd p = {dlock_client_event_fd(arg), POLLIN, 0};
+    return poll(&p, 1, 0) == 1;
+}
+
+/*
+ * With DLOCK_CLIENT_QUEUE_CALLBACKS a loss waits for dlock_client_dispatch()
+ * with its reason, copied when the loss was found: a handle freed while its
+ * report is queued takes the copy with it (no call, and nothing leaks under
+ * ASan), and a dispatched report says which lock and why. The handle's own
+ * message then follows its calls: the release says the lock had been lost;
+ * a later call that succeeds leaves it empty.
+ */
+static void watchdog__queued_loss_keeps_its_reason(void **state)
+{
+    struct lost_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct lost_log gone = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    dlock_client_options co = DLOCK_CLIENT_OPTIONS_INIT;
+    dlock_client *c = NULL;
+    (void)state;
+
+    co.flags = DLOCK_CLIENT_QUEUE_CALLBACKS;
+    assert_int_equal(dlock_client_open(&c, "wdt://h?lease=300ms", &co),
+                     DLOCK_OK);
+    dlock_lock *freed = new_lock(c, "queued-freed", &gone, 0);
+    assert_int_equal(dlock_acquire(freed, 0), DLOCK_OK);
+    wdt_set_outcome("queued-freed", DLOCK_ELOST);
+    assert_true(within_5s(event_ready, c));
+    dlock_lock_free(freed);
+    assert_int_equal(dlock_client_dispatch(c), 0); /* callbacks run */
+    assert_int_equal(gone.calls, 0);
+
+    dlock_lock *lk = new_lock(c, "queued", &log, 0);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_string_equal(dlock_lock_errmsg(lk), "");
+    wdt_set_outcome("queued", DLOCK_ELOST);
+    assert_true(within_5s(event_ready, c));
+    assert_int_equal(log.calls, 0); /* queued, not run */
+    assert_int_equal(dlock_client_dispatch(c), 1);
+    pthread_mutex_lock(&log.mu);
+    assert_int_equal(log.calls, 1);
+    assert_int_equal(log.code, DLOCK_ELOST);
+    assert_non_null(strstr(log.why, "queued"));
+    pthread_mutex_unlock(&log.mu);
+
+    assert_int_equal(dlock_release(lk), DLOCK_ELOST);
+    assert_non_null(strstr(dlock_lock_errmsg(lk), "lost"));
+    assert_non_null(strstr(dlock_lock_errmsg(lk), "queued"));
+    wdt_set_outcome("queued", DLOCK_OK);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_string_equal(dlock_lock_errmsg(lk), "");
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    assert_string_equal(dlock_lock_errmsg(lk), "");
+    assert_int_equal(dlock_release(lk), DLOCK_ENOTHELD);
+    assert_non_null(strstr(dlock_lock_errmsg(lk), "not held"));
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -464,6 +528,7 @@ int main(void)
         cmocka_unit_test(watchdog__renewal_in_doubt_never_outlives_the_lease),
         cmocka_unit_test(watchdog__leaves_no_watchdog_locks_alone),
         cmocka_unit_test(watchdog__ended_connection_doubts_before_thread_runs),
+        cmocka_unit_test(watchdog__queued_loss_keeps_its_reason),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
