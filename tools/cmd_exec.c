@@ -156,6 +156,8 @@ static void exec_help(void)
         "  at release           and the server frees the lock when its "
         "lease or\n"
         "                       connection ends.\n"
+        "A process started after its parent got that SIGTERM (a trap's "
+        "clean-up) is\nspared it: --kill-after bounds its run.\n"
         "COMMAND stays in dlock's process group, as under flock(1): the "
         "terminal,\nCtrl-C and Ctrl-Z reach it as they reach dlock (while "
         "dlock is stopped it\nrenews nothing, and a lease may run out).\n"
@@ -474,7 +476,7 @@ static void kill_orphans(void)
     static pid_t walk[4096];
 
     for (;;) {
-        int n = guard_descendants(getpid(), walk, 4096);
+        int n = guard_descendants(getpid(), walk, NULL, 4096);
         pid_t r;
 
         for (int i = 0; i < n; i++)

@@ -138,9 +138,11 @@ struct dirent64_raw {
     char d_name[];
 };
 
-/* Append the children of every thread of process pid to out[n..cap).
- * Returns the new n. */
-static int add_children(pid_t pid, pid_t *out, int n, int cap)
+/* Append the children of every thread of process pid to out[n..cap), and
+ * pid as their parent to parents[n..] when parents is not NULL. Returns
+ * the new n. */
+static int add_children(pid_t pid, pid_t *out, pid_t *parents, int n,
+                        int cap)
 {
     alignas(struct dirent64_raw) char buf[1024];
     char path[96], *task, *end;
@@ -165,6 +167,8 @@ static int add_children(pid_t pid, pid_t *out, int n, int cap)
             end = put_str(put_str(put_str(task, "/"), d->d_name), "/children");
             *end = '\0';
             k = read_children(path, out + n, cap - n);
+            for (int j = 0; parents != NULL && j < k; j++)
+                parents[n + j] = pid;
             if (k > 0)
                 n += k;
         }
@@ -173,12 +177,12 @@ static int add_children(pid_t pid, pid_t *out, int n, int cap)
     return n;
 }
 
-int guard_descendants(pid_t root, pid_t *out, int cap)
+int guard_descendants(pid_t root, pid_t *out, pid_t *parents, int cap)
 {
-    int n = add_children(root, out, 0, cap);
+    int n = add_children(root, out, parents, 0, cap);
 
     for (int i = 0; i < n && n < cap; i++)
-        n = add_children(out[i], out, n, cap);
+        n = add_children(out[i], out, parents, n, cap);
     return n;
 }
 
@@ -269,15 +273,17 @@ struct guard {
     enum guard_phase phase;
     int64_t kill_at, killing_since;
     pid_t walk[GUARD_MAX_WALK]; /* the processes below the guard */
-    pid_t termed[1024];         /* those that had their SIGTERM */
-    int n_termed;
+    pid_t parent[GUARD_MAX_WALK]; /* walk[i]'s parent */
+    pid_t seen[1024];           /* those a SIGTERM pass has seen */
+    int seen_pass[1024];        /* the pass that sent it SIGTERM; 0 spared */
+    int n_seen, pass;
 };
 
 /* Every process below the guard gets sig. Without /proc's children files
  * the guard can name the command only. */
 static void signal_all(struct guard *g, int sig)
 {
-    int n = guard_descendants(g->self, g->walk, GUARD_MAX_WALK);
+    int n = guard_descendants(g->self, g->walk, NULL, GUARD_MAX_WALK);
 
     for (int i = 0; i < n; i++)
         kill(g->walk[i], sig);
@@ -285,25 +291,49 @@ static void signal_all(struct guard *g, int sig)
         kill(g->cmd, sig);
 }
 
-static bool first_term(struct guard *g, pid_t c)
+/* Where c is in g->seen, or -1. */
+static int seen_at(const struct guard *g, pid_t c)
 {
-    for (int i = 0; i < g->n_termed; i++)
-        if (g->termed[i] == c)
-            return false;
-    if (g->n_termed < (int)(sizeof g->termed / sizeof g->termed[0]))
-        g->termed[g->n_termed++] = c;
-    return true;
+    for (int i = 0; i < g->n_seen; i++)
+        if (g->seen[i] == c)
+            return i;
+    return -1;
 }
 
-/* SIGTERM (and SIGCONT, or a stopped process would not see it) to each
- * process below the guard that has not had it yet: processes forked since
- * the last pass get theirs too. */
+/*
+ * SIGTERM (and SIGCONT, or a stopped process would not see it) to each
+ * process below the guard, in passes until the command and all it started
+ * are gone. The first pass signals every process. A later pass signals a
+ * process it has not seen only if its parent is the guard (an orphan
+ * reparented to the guard, which a pass can miss while its parent forks it
+ * and exits) or was signalled by this same pass (a process forked before
+ * its parent got SIGTERM): a new child of a process signalled in an earlier
+ * pass is that process's answer to SIGTERM (a shell trap's `rm`, a
+ * server's shutdown helper), spared as systemd spares it, with all below
+ * it; SIGKILL after kill_after ends whatever is left.
+ */
 static void term_new(struct guard *g)
 {
-    int n = guard_descendants(g->self, g->walk, GUARD_MAX_WALK);
+    int n = guard_descendants(g->self, g->walk, g->parent, GUARD_MAX_WALK);
 
+    g->pass++;
     for (int i = 0; i < n; i++) {
-        if (first_term(g, g->walk[i])) {
+        int at, p;
+        bool term;
+
+        if (seen_at(g, g->walk[i]) >= 0)
+            continue;
+        p = seen_at(g, g->parent[i]);
+        /* A parent the full list could not hold: signal, as before it. */
+        term = g->pass == 1 || g->parent[i] == g->self || p < 0 ||
+               g->seen_pass[p] == g->pass;
+        at = g->n_seen;
+        if (at < (int)(sizeof g->seen / sizeof g->seen[0])) {
+            g->seen[at] = g->walk[i];
+            g->seen_pass[at] = term ? g->pass : 0;
+            g->n_seen++;
+        }
+        if (term) {
             kill(g->walk[i], SIGTERM);
             kill(g->walk[i], SIGCONT);
         }

@@ -55,9 +55,10 @@ struct guard_setup {
 void guard_main(const struct guard_setup *s) __attribute__((noreturn));
 
 /* Every process below process root (children of any of its threads, their
- * children, ...), parents first, into out (at most cap). Returns how many.
+ * children, ...), parents first, into out (at most cap), and each one's
+ * parent into parents[] unless it is NULL. Returns how many.
  * Async-signal-safe. */
-int guard_descendants(pid_t root, pid_t *out, int cap);
+int guard_descendants(pid_t root, pid_t *out, pid_t *parents, int cap);
 
 /* CLOCK_MONOTONIC in milliseconds (the guard's timers, and dlock exec's). */
 int64_t guard_now_ms(void);

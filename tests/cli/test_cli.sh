@@ -782,7 +782,7 @@ if [ -f "$here/../$base_scheme/cli_lose_lock.sh" ]; then
 fi
 lost=$(name lost)
 "$DLOCK" exec --lease 600ms --kill-after 5s "$lost" -- \
-    sh -c "trap 'echo term >$work/term; exit 0' TERM; sleep 60 & echo \$! >$work/lost.bg;
+    sh -c "trap 'sleep 0.3 && echo term >$work/term; exit 0' TERM; sleep 60 & echo \$! >$work/lost.bg;
         touch $work/gate2; while :; do sleep 0.05; done" \
     2>"$work/lost-err" &
 holder=$!
@@ -791,7 +791,10 @@ if wait_for "$work/gate2"; then
     lose_lock "$lost" "$holder"
     wait "$holder"
     expect_status "lost lock exits 75" 75 $?
-    [ -e "$work/term" ] && ok "command got SIGTERM" || not_ok "command not told"
+    # The trap's sleep starts after its shell got SIGTERM: it is spared
+    # (the guard's later passes would have killed it within 50 ms).
+    [ -e "$work/term" ] && ok "command got SIGTERM, and its trap's clean-up ran" ||
+        not_ok "command not told, or its trap's clean-up was killed"
     alive "$(cat "$work/lost.bg")" && not_ok "lost lock: the command's child lives on" ||
         ok "lost lock: the command's child is gone"
     grep -q "lost" "$work/lost-err" && ok "says the lock was lost" ||

@@ -8,9 +8,8 @@
 # bound. When A resumes it is told: its command gets SIGTERM and dlock
 # exits 75 saying the lock was lost. The fences the two commands saw in
 # DLOCK_FENCE strictly increase, A's below B's. Prints "N passed, N failed".
-# A's trap writes its mark with the shell's own redirection: a process it
-# forked (touch) would be new to the guard, which sends SIGTERM to every
-# process below it until the command ends, and could die before writing.
+# A's trap writes its mark with the shell's own redirection, so the mark
+# depends on no process the trap starts (cli/file checks those).
 set -u
 
 what=sigstop
