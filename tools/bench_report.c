@@ -1178,7 +1178,9 @@ int bench_read_json(struct bench_run *run, const char *path, char *err,
  * The three figure columns have log axes with labelled decades: file:// is
  * some 100 times faster than any server, and on a linear axis nothing else
  * showed. Bars are p50 and whiskers p99; a black tick is the bare client's
- * p50 (uncontended) or the hand-offs per second (throughput). The colour
+ * p50 (uncontended) or the hand-offs per second (throughput), and a dashed
+ * one the bare p50 plus the fence's own p50 where the fence is a request
+ * of its own (what fencing by hand would cost). The colour
  * is the backend family. Fairness is Jain's index of the acquisitions per
  * worker and the most/fewest ratio; the capability strip has a dot per
  * DLOCK_CAP_* the mode reports. Hovering shows the figures in <title>s.
@@ -1215,7 +1217,7 @@ static const struct {
     const char *scheme, *color;
 } svg_families[] = {
     {"file", "#E69F00"},     {"redis", "#D55E00"}, {"zk", "#009E73"},
-    {"postgres", "#0072B2"}, {"mysql", "#CC79A7"},
+    {"postgres", "#0072B2"}, {"mysql", "#CC79A7"}, {"etcd", "#56B4E9"},
 };
 
 /* The length of the valid UTF-8 sequence at s (1-4), or 0. */
@@ -1319,11 +1321,12 @@ static const char *svg_num(double v, bool ns, bool tick, char *buf,
 /* What one row shows in one figure column; 0: nothing. */
 struct svg_fig {
     double bar, whisker, tick;
+    double fenced; /* uncontended: the bare p50 plus the fence's own p50 */
 };
 
 static struct svg_fig svg_fig_of(const struct bench_result *r, int panel)
 {
-    struct svg_fig g = {0, 0, 0};
+    struct svg_fig g = {0, 0, 0, 0};
 
     if (!r->open.ran)
         return g;
@@ -1335,6 +1338,8 @@ static struct svg_fig svg_fig_of(const struct bench_result *r, int panel)
         }
         if (r->floor_st.ran)
             g.tick = (double)r->floor.p50;
+        if (r->floor_st.ran && r->fence_st.ran && r->fence.p50 > 0)
+            g.fenced = (double)(r->floor.p50 + r->fence.p50);
         break;
     case P_HANDOFF:
         if (r->con_st.ran && r->handoff.n > 0) {
@@ -1367,8 +1372,8 @@ static void svg_axis_fit(const struct bench_run *run, int panel,
 
     for (size_t i = 0; i < run->n; i++) {
         struct svg_fig g = svg_fig_of(&run->r[i], panel);
-        double v[3] = {g.bar, g.whisker, g.tick};
-        for (int k = 0; k < 3; k++)
+        double v[4] = {g.bar, g.whisker, g.tick, g.fenced};
+        for (int k = 0; k < 4; k++)
             if (v[k] > 0) {
                 lo = lo == 0 || v[k] < lo ? v[k] : lo;
                 hi = v[k] > hi ? v[k] : hi;
@@ -1446,6 +1451,10 @@ static void svg_cell(FILE *f, const struct bench_result *r, int panel,
         fprintf(f, "<path d=\"M%.1f %dV%d\" stroke=\"#000\" "
                    "stroke-width=\"2\"/>\n",
                 svg_x(ax, g.tick), y + 2, y + 18);
+    if (g.fenced > 0)
+        fprintf(f, "<path d=\"M%.1f %dV%d\" stroke=\"#000\" "
+                   "stroke-width=\"1.5\" stroke-dasharray=\"2 2\"/>\n",
+                svg_x(ax, g.fenced), y + 2, y + 18);
     fprintf(f, "<text class=\"value\" x=\"%d\" y=\"%d\">%s</text>\n",
             ax->x0 + SVG_PLOT_W + 4, y + 14,
             g.bar > 0 ? svg_num(g.bar, ns, false, t, sizeof t) : "–");
@@ -1578,7 +1587,8 @@ static void svg_header(FILE *f, const struct bench_run *run)
             run->duration_ms / 1e3, run->workers);
     fprintf(f, "<text class=\"note\" x=\"10\" y=\"62\">Log axes. Bar: p50; "
                "whisker: p99; black tick: the bare client library's p50 "
-               "(uncontended) or hand-offs/s (throughput).</text>\n");
+               "(uncontended) or hand-offs/s (throughput); dashed tick: "
+               "the bare p50 plus the fence's own p50.</text>\n");
     for (size_t k = 0; k < sizeof svg_families / sizeof svg_families[0]; k++) {
         fprintf(f, "<rect x=\"%d\" y=\"74\" width=\"12\" height=\"12\" "
                    "fill=\"%s\"/><text class=\"note\" x=\"%d\" y=\"84\">%s"
