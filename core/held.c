@@ -29,9 +29,26 @@ void dlock__held_init(struct dlock__held *h, struct dlock__pool *pool,
     atomic_init(&h->confirmed_gen, 0);
     h->timer.idx = SIZE_MAX;
     h->lost_ev.run = run_lost;
-    /* Renew at a third of the lease (Redisson's rule): two renewals can
-     * fail before the lease runs out. */
     h->interval_ms = req->lease_ms / 3 > 0 ? req->lease_ms / 3 : 1;
+}
+
+/*
+ * Renew at a third of the lease (Redisson's rule: two renewals can fail
+ * before it runs out), and of the lease the grant is believed for where
+ * the backend vouches for less than the handle asked: a handle's own
+ * lease_ms above the URI's, where the lease is the client's (an etcd
+ * lease, a ZooKeeper session timeout). Renewing on the handle's rhythm
+ * there would let the client's lease run out between two renewals, and
+ * every lock of the client with it.
+ */
+static void fit_interval(struct dlock__held *h)
+{
+    int64_t span = h->grant.expires_ms - h->sent_ms;
+    uint32_t third = h->req->lease_ms / 3;
+
+    if (h->grant.expires_ms != INT64_MAX && span / 3 < (int64_t)third)
+        third = span > 0 ? (uint32_t)(span / 3) : 0;
+    h->interval_ms = third > 0 ? third : 1;
 }
 
 void dlock__held_attempt(struct dlock__held *h)
@@ -45,6 +62,7 @@ void dlock__held_attempt(struct dlock__held *h)
                               ? now + (int64_t)h->req->lease_ms
                               : INT64_MAX;
     h->attempt_gen = atomic_load(&h->pool->doubt_gen);
+    h->sent_ms = now;
 }
 
 void dlock__held_granted(struct dlock__held *h, struct dlock__sess *ss)
@@ -54,6 +72,7 @@ void dlock__held_granted(struct dlock__held *h, struct dlock__sess *ss)
     atomic_store(&h->expires_ms, h->grant.expires_ms);
     atomic_store(&h->confirmed_gen, h->attempt_gen);
     atomic_store(&h->state, DLOCK__HELD);
+    fit_interval(h);
 }
 
 void dlock__held_renewing(struct dlock__held *h, int64_t start)
@@ -61,6 +80,7 @@ void dlock__held_renewing(struct dlock__held *h, int64_t start)
     if (DLOCK__BOUNDED(h->pool->mode->caps))
         h->grant.expires_ms = start + (int64_t)h->req->lease_ms;
     h->attempt_gen = atomic_load(&h->pool->doubt_gen);
+    h->sent_ms = start;
 }
 
 bool dlock__held_released(struct dlock__held *h)
@@ -94,6 +114,7 @@ bool dlock__held_renew_result(struct dlock__held *h, int rc, int64_t now)
             return dlock__held_lose(h);
         atomic_store(&h->expires_ms, h->grant.expires_ms);
         atomic_store(&h->confirmed_gen, h->attempt_gen);
+        fit_interval(h);
         return false;
     case DLOCK_ELOST:
     case DLOCK_ENOTOWNER:

@@ -50,10 +50,11 @@ struct dlock__held {
     /* pool->doubt_gen when the last confirmed request was sent. */
     atomic_uint_fast64_t confirmed_gen;
     uint64_t attempt_gen;   /* pool->doubt_gen when this one was sent */
+    int64_t sent_ms;        /* when this one was sent (dlock_now_ms()) */
 
     /* The watchdog's, under its mutex. */
     struct dlock__timer timer;
-    uint32_t interval_ms;   /* renew this often */
+    uint32_t interval_ms;   /* renew this often: fit_interval() */
     bool renewing;          /* the thread is using this lock */
     bool watched;           /* granted and not cancelled: the thread may
                                touch it */

@@ -379,6 +379,7 @@ static void refresh_after_wait(struct dlock_lock *lk, struct dlock__sess *ss)
     struct dlock__held *h = &lk->held;
     struct dlock_renewal r = {&lk->req, &h->grant, DLOCK_ERROR};
     int64_t start = dlock_now_ms(), old = h->grant.expires_ms;
+    int64_t old_sent = h->sent_ms;
     uint64_t old_gen = h->attempt_gen;
 
     if (old == INT64_MAX || !DLOCK__BOUNDED(lk->c->mode->caps) ||
@@ -390,6 +391,7 @@ static void refresh_after_wait(struct dlock_lock *lk, struct dlock__sess *ss)
         r.result != DLOCK_OK) {
         h->grant.expires_ms = old;
         h->attempt_gen = old_gen;
+        h->sent_ms = old_sent;
     }
 }
 

@@ -70,11 +70,13 @@ if [ "${1:-}" = --inner ]; then
     shift 4
     if [ "$quick" = 1 ]; then
         bench_opts=(--duration 300ms --warmup 100ms --locks 100 --workers 3)
-        wd_opts=(--duration 1s --locks 1000 --lease 3s)
+        wd_lease=3s
+        wd_opts=(--duration 1s --locks 1000 --lease "$wd_lease")
         sc_lease=300ms
     else
         bench_opts=(--duration 2s --warmup 1s --locks 1000 --workers 4)
-        wd_opts=(--duration 20s --locks 10000 --lease 30s)
+        wd_lease=30s
+        wd_opts=(--duration 20s --locks 10000 --lease "$wd_lease")
         sc_lease=1s
     fi
     # label|uri|ctl.sh target for server-restart ("" = no server)|ctl.sh
@@ -193,8 +195,11 @@ if [ "${1:-}" = --inner ]; then
         wd=()
         for e in "${plain[@]}"; do
             IFS='|' read -r label uri _ <<<"$e"
+            # zk's and etcd's lease is the client's (the session's): the
+            # URI's lease= is the one the locks are held at.
             case $label in
-            file | "redis setnx" | "redis hash" | zk | etcd) wd+=(--uri "$uri") ;;
+            file | "redis setnx" | "redis hash") wd+=(--uri "$uri") ;;
+            zk | etcd) wd+=(--uri "${uri//lease=3s/lease=$wd_lease}") ;;
             esac
         done
         rm -f "$out/watchdog.md"

@@ -15,7 +15,9 @@
  * - a watched connection that ends puts the lock in doubt at once, even
  *   while the watchdog thread is busy elsewhere ([B-WATCH-1]);
  * - a loss queued for dlock_client_dispatch() keeps its reason, and one
- *   whose handle is freed first is dropped with it.
+ *   whose handle is freed first is dropped with it;
+ * - a grant that holds for less than the handle's lease is renewed at a
+ *   third of what it holds.
  *
  * The waits are bounded (a few seconds) and only wait for something to
  * happen; nothing here measures how fast it happens.
@@ -46,6 +48,8 @@ struct wdt_name {
     char owner[128];
     int64_t expires_ms; /* 0: free */
     int renew_outcome;  /* what renew() answers: DLOCK_OK, DLOCK_ELOST... */
+    int64_t vouch_ms;   /* > 0: each grant and renewal holds this long
+                           only, as a client-wide lease would */
     unsigned renews;    /* renew() items seen for this name */
     unsigned releases;
 };
@@ -140,6 +144,8 @@ static int wdt_acquire(struct dlock_session *s, const struct dlock_request *r,
     pthread_mutex_lock(&wdt.mu);
     struct wdt_name *n = wdt_find(r->name);
     if (n->expires_ms <= dlock_now_ms()) {
+        if (n->vouch_ms > 0 && g->expires_ms > dlock_now_ms() + n->vouch_ms)
+            g->expires_ms = dlock_now_ms() + n->vouch_ms;
         snprintf(n->owner, sizeof n->owner, "%s", r->owner);
         n->expires_ms = g->expires_ms;
         n->renew_outcome = DLOCK_OK;
@@ -164,6 +170,9 @@ static int wdt_renew(struct dlock_session *s, struct dlock_renewal *items,
         struct wdt_name *w = wdt_find(items[i].req->name);
         w->renews++;
         items[i].result = w->renew_outcome;
+        if (w->vouch_ms > 0 &&
+            items[i].grant->expires_ms > dlock_now_ms() + w->vouch_ms)
+            items[i].grant->expires_ms = dlock_now_ms() + w->vouch_ms;
         if (w->renew_outcome == DLOCK_OK)
             w->expires_ms = items[i].grant->expires_ms;
     }
@@ -460,6 +469,39 @@ static void watchdog__ended_connection_doubts_before_thread_runs(void **state)
     dlock_client_close(c);
 }
 
+/*
+ * A handle whose own lease is ten times what the backend vouches for (a
+ * lock option above the URI's lease, where the lease is the client's: an
+ * etcd lease, a ZooKeeper session) is renewed on the backend's rhythm, so
+ * it stays held: renewing at a third of the handle's lease would let
+ * every grant run out first.
+ */
+static void watchdog__renews_at_the_lease_the_grant_holds(void **state)
+{
+    struct lost_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct renews_at_least five = {"vouched", 5};
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+    (void)state;
+    dlock_client *c = open_client();
+
+    pthread_mutex_lock(&wdt.mu);
+    wdt_find("vouched")->vouch_ms = 600;
+    pthread_mutex_unlock(&wdt.mu);
+    o.on_lost = on_lost;
+    o.payload = &log;
+    o.lease_ms = 6000; /* renewed every 2 s if the grants were not heeded */
+    assert_int_equal(dlock_lock_new(&lk, c, "vouched", &o), DLOCK_OK);
+    assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+    assert_true(within_5s(renewed_enough, &five));
+    assert_int_equal(log.calls, 0);
+    assert_int_equal(dlock_held(lk), 1);
+    assert_true(dlock_lock_remaining(lk) <= 600);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
 static bool event_ready(void *arg)
 {
     struct pollfd p = {dlock_client_event_fd(arg), POLLIN, 0};
@@ -529,6 +571,7 @@ int main(void)
         cmocka_unit_test(watchdog__leaves_no_watchdog_locks_alone),
         cmocka_unit_test(watchdog__ended_connection_doubts_before_thread_runs),
         cmocka_unit_test(watchdog__queued_loss_keeps_its_reason),
+        cmocka_unit_test(watchdog__renews_at_the_lease_the_grant_holds),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
