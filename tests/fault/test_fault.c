@@ -296,6 +296,26 @@ static void fault__release_cancels_renewal(void **state)
     dlock_lock_free(lk);
 }
 
+/*
+ * Is lk held, or about to say so within a second? dlock_held() of a lock
+ * tied to its own connection reads 0 while a reply to its renewal waits
+ * unread on that connection (unread data may be a goodbye; held.c), and a
+ * connection of the client that ended puts every lock in doubt until its
+ * next renewal: with a session per lock and renewals going on, one of many
+ * locks can be caught in such a moment. A lost lock never comes back.
+ */
+static bool held_soon(dlock_lock *lk)
+{
+    int64_t end = h_now_ms() + 1000;
+
+    while (!dlock_held(lk)) {
+        if (h_now_ms() >= end)
+            return false;
+        h_sleep_ms(10);
+    }
+    return true;
+}
+
 /* Many locks with one lease renew together, several per round trip. */
 static void fault__watchdog_batches_renewals(void **state)
 {
@@ -322,7 +342,7 @@ static void fault__watchdog_batches_renewals(void **state)
     if (!(h_caps(cl) & DLOCK_CAP_SESSION_PER_LOCK))
         assert_true(items / (calls > 0 ? calls : 1) >= 4);
     for (int i = 0; i < N; i++) {
-        assert_true(dlock_held(lks[i]));
+        assert_true(held_soon(lks[i]));
         assert_int_equal(dlock_release(lks[i]), DLOCK_OK);
         dlock_lock_free(lks[i]);
     }
