@@ -54,7 +54,10 @@ struct dlock__held {
 
     /* The watchdog's, under its mutex. */
     struct dlock__timer timer;
-    uint32_t interval_ms;   /* renew this often: fit_interval() */
+    /* Renew this often (held.c's fit_interval()): set by whoever grants
+     * or renews the lock while it is off the heap, read under the mutex
+     * once it is queued. */
+    uint32_t interval_ms;
     bool renewing;          /* the thread is using this lock */
     bool watched;           /* granted and not cancelled: the thread may
                                touch it */
