@@ -569,6 +569,36 @@ int dlock_bench_fence(const char *uri, const char *name, uint32_t n,
     return bench_call(BENCH_FENCE, uri, &name, n, ns_out, err, errlen);
 }
 
+int dlock_bench_floor_wait(const char *uri, const char *name,
+                           uint32_t wait_ms, int (*go_on)(void *arg, int held),
+                           void *arg, char *err, size_t errlen)
+{
+    const struct dlock_backend *b;
+    const struct dlock_mode *m;
+    struct dlock_uri *u = NULL;
+    char raw[DLOCK__ERRMSG_MAX] = "";
+    int rc;
+
+    if (name == NULL || name[0] == '\0' || go_on == NULL || wait_ms == 0)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "floor_wait: name, go_on and wait_ms > 0 are "
+                            "required");
+    rc = dlock__uri_lookup(uri, &u, &b, &m, raw, sizeof raw);
+    /* A version 2 to 4 mode ends before floor_wait. */
+    if (rc == DLOCK_OK && (b->version < 5 || m->floor_wait == NULL))
+        rc = dlock_errorf(raw, sizeof raw, DLOCK_EUNSUPPORTED,
+                          "floor_wait: %s mode %s has no waiting request",
+                          b->scheme, m->name);
+    if (rc == DLOCK_OK && (rc = dlock_global_init()) == DLOCK_OK) {
+        rc = m->floor_wait(m, u, name, wait_ms, go_on, arg, raw, sizeof raw);
+        dlock_global_shutdown();
+    }
+    if (rc != DLOCK_OK)
+        dlock__redact(err, errlen, raw, u != NULL ? u->password : NULL);
+    dlock__uri_free(u);
+    return rc;
+}
+
 int dlock_bench_forget(const char *uri, const char *const *names, size_t n,
                        char *err, size_t errlen)
 {

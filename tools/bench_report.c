@@ -136,6 +136,23 @@ void bench_goal_handoff(const struct bench_result *r, struct bench_goal *g)
     goal_judge(g, (double)r->handoff.p50 / rtt, GOAL_HANDOFF_RTTS, true);
 }
 
+/* dlock's hand-offs a second against the contended floor's: the same
+ * number of processes taking the bare lock with the server's own waiting
+ * request (pg_advisory_lock, GET_LOCK(?, t), FOR UPDATE). */
+void bench_goal_contended(const struct bench_result *r, struct bench_goal *g)
+{
+    if (!r->con_st.ran || r->handoff.n == 0)
+        goal_na(g, -1, GOAL_CONTENDED_SHARE, "no hand-off measured");
+    else if (r->fcon_st.rc == DLOCK_EUNSUPPORTED)
+        goal_na(g, -1, GOAL_CONTENDED_SHARE,
+                "the mode has no bare waiting request to compare with");
+    else if (!r->fcon_st.ran || r->fcon_handoffs_per_s <= 0)
+        goal_na(g, -1, GOAL_CONTENDED_SHARE, "contended floor not measured");
+    else
+        goal_judge(g, r->handoffs_per_s / r->fcon_handoffs_per_s,
+                   GOAL_CONTENDED_SHARE, false);
+}
+
 /* A goal of the many-locks workload: value against limit, judged only at
  * GOAL_WATCHDOG_LOCKS held locks or more. */
 static void goal_many(const struct bench_result *r, struct bench_goal *g,
@@ -233,6 +250,47 @@ static void print_order_table(const struct bench_run *run)
                (unsigned long long)r->order.contested, r->order.mean_waiting,
                share_text(r->order.in_order_share, a, sizeof a),
                share_text(r->order.handoff_share, b, sizeof b));
+    }
+}
+
+/* The contended floor beside dlock's contended figures. */
+static void print_contended_floor(const struct bench_run *run)
+{
+    char a[32];
+    bool any = false;
+
+    for (size_t i = 0; i < run->n; i++)
+        any = any || run->r[i].fcon_st.ran ||
+              (run->r[i].con_st.ran && run->r[i].fcon_st.msg[0] != '\0');
+    if (!any)
+        return;
+    printf("\ncontended floor: as many processes taking the bare lock with "
+           "the server's own\nwaiting request (no dlock, no fence); ratio = "
+           "dlock's hand-offs/s / the floor's\n(-: the server has no "
+           "waiting request)\n");
+    printf("  %-3s %11s %9s %9s %8s %7s\n", "#", "hand-offs/s", "acq/s",
+           "h-o p50", "overlaps", "ratio");
+    for (size_t i = 0; i < run->n; i++) {
+        const struct bench_result *r = &run->r[i];
+        if (!r->con_st.ran)
+            continue;
+        if (r->fcon_st.rc == DLOCK_EUNSUPPORTED && !r->fcon_st.ran) {
+            printf("  %-3zu %11s\n", i + 1, "-");
+            continue;
+        }
+        if (!r->fcon_st.ran) {
+            printf("  %-3zu %s\n", i + 1, r->fcon_st.msg);
+            continue;
+        }
+        printf("  %-3zu %11.0f %9.0f %9s %8llu %6.2fx\n", i + 1,
+               r->fcon_handoffs_per_s, r->fcon_acq_per_s,
+               r->fcon_handoff.n
+                   ? bn_fmt_ns(r->fcon_handoff.p50, a, sizeof a)
+                   : "-",
+               (unsigned long long)r->fcon_overlaps,
+               r->fcon_handoffs_per_s > 0
+                   ? r->handoffs_per_s / r->fcon_handoffs_per_s
+                   : 0.0);
     }
 }
 
@@ -343,6 +401,7 @@ void bench_print_table(const struct bench_run *run)
                    mm, r->fair_stddev, r->fair_jain,
                    (unsigned long long)r->overlaps);
         }
+        print_contended_floor(run);
         print_order_table(run);
     }
 
@@ -385,12 +444,13 @@ void bench_print_table(const struct bench_run *run)
         }
     }
 
-    printf("\ngoals (issue 7): uncontended p50 <= %.2fx floor p50; "
+    printf("\ngoals (issues 7, 17): uncontended p50 <= %.2fx floor p50; "
            "hand-off p50 <= %.0fx RTT\n(RTT = floor p50 / 2) where waiters "
-           "are woken; watchdog < %.0f%% of one core and\n< %d bytes per "
-           "lock at %d locks\n",
-           GOAL_FLOOR_RATIO, GOAL_HANDOFF_RTTS, GOAL_WATCHDOG_PCT,
-           GOAL_MEMORY_BYTES, GOAL_WATCHDOG_LOCKS);
+           "are woken; hand-offs/s >= %.1fx the contended\nfloor's; "
+           "watchdog < %.0f%% of one core and < %d bytes per lock at %d "
+           "locks\n",
+           GOAL_FLOOR_RATIO, GOAL_HANDOFF_RTTS, GOAL_CONTENDED_SHARE,
+           GOAL_WATCHDOG_PCT, GOAL_MEMORY_BYTES, GOAL_WATCHDOG_LOCKS);
     for (size_t i = 0; i < run->n; i++) {
         const struct bench_result *r = &run->r[i];
         struct bench_goal g;
@@ -402,6 +462,8 @@ void bench_print_table(const struct bench_run *run)
         printf("      uncontended vs floor:  %s\n", goal_text(&g, "x", t, sizeof t));
         bench_goal_handoff(r, &g);
         printf("      hand-off vs RTT:       %s\n", goal_text(&g, "x", t, sizeof t));
+        bench_goal_contended(r, &g);
+        printf("      vs contended floor:    %s\n", goal_text(&g, "x", t, sizeof t));
         bench_goal_watchdog(r, &g);
         printf("      watchdog CPU:          %s\n", goal_text(&g, "%", t, sizeof t));
         bench_goal_memory(r, &g);
@@ -502,8 +564,9 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
     if (speed) {
         fprintf(f, "| backend/mode | uncontended ops/s | p50 µs | p99 µs | "
                    "p99.9 µs | floor p50 µs | dlock/floor | fence p50 µs | "
-                   "hand-offs/s | hand-off p50 µs | p99 µs | Jain |\n");
-        fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+                   "hand-offs/s | hand-off p50 µs | p99 µs | Jain | "
+                   "floor hand-offs/s |\n");
+        fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
         for (size_t i = 0; i < run->n; i++) {
             const struct bench_result *r = &run->r[i];
             if (!r->open.ran)
@@ -525,11 +588,17 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
                                         ? "in the lock"
                                         : "n/a");
             if (r->con_st.ran && r->handoff.n > 0)
-                fprintf(f, "| %.0f | %.1f | %.1f | %.3f |\n",
+                fprintf(f, "| %.0f | %.1f | %.1f | %.3f ",
                         r->handoffs_per_s, us(r->handoff.p50),
                         us(r->handoff.p99), r->fair_jain);
             else
-                fprintf(f, "| – | – | – | – |\n");
+                fprintf(f, "| – | – | – | – ");
+            if (r->fcon_st.ran)
+                fprintf(f, "| %.0f |\n", r->fcon_handoffs_per_s);
+            else
+                fprintf(f, "| %s |\n", r->fcon_st.rc == DLOCK_EUNSUPPORTED
+                                           ? "no waiting request"
+                                           : "–");
         }
         fprintf(f, "\n");
     }
@@ -572,7 +641,9 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
     if (run->workloads & (WL_UNCONTENDED | WL_FLOOR))
         fprintf(f, "| uncontended ≤ %.2f× floor ", GOAL_FLOOR_RATIO);
     if (run->workloads & WL_CONTENDED)
-        fprintf(f, "| hand-off ≤ %.0f× RTT ", GOAL_HANDOFF_RTTS);
+        fprintf(f, "| hand-off ≤ %.0f× RTT | hand-offs/s ≥ %.1f× the "
+                   "contended floor ",
+                GOAL_HANDOFF_RTTS, GOAL_CONTENDED_SHARE);
     if (many)
         fprintf(f, "| watchdog < %.0f%% of a core at %d locks "
                    "| memory < %d B per lock ",
@@ -581,7 +652,7 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
     if (run->workloads & (WL_UNCONTENDED | WL_FLOOR))
         fprintf(f, "|---");
     if (run->workloads & WL_CONTENDED)
-        fprintf(f, "|---");
+        fprintf(f, "|---|---");
     if (many)
         fprintf(f, "|---|---");
     fprintf(f, "|\n");
@@ -597,6 +668,8 @@ int bench_write_markdown(const struct bench_run *run, const char *path)
         }
         if (run->workloads & WL_CONTENDED) {
             bench_goal_handoff(r, &g);
+            md_goal(f, &g, "×");
+            bench_goal_contended(r, &g);
             md_goal(f, &g, "×");
         }
         if (many) {
@@ -780,6 +853,23 @@ static json_object *jresult(const struct bench_result *r)
     }
     json_object_object_add(o, "contended", w);
 
+    /* The contended floor: "available" false where the server has no
+     * waiting request. */
+    w = json_object_new_object();
+    jstatus(w, &r->fcon_st);
+    json_object_object_add(w, "available", json_object_new_boolean(
+                                               r->fcon_st.rc != DLOCK_EUNSUPPORTED));
+    if (r->fcon_st.ran) {
+        json_object_object_add(w, "acquisitions_per_s",
+                               json_object_new_double(r->fcon_acq_per_s));
+        json_object_object_add(w, "handoffs_per_s",
+                               json_object_new_double(r->fcon_handoffs_per_s));
+        json_object_object_add(w, "handoff_latency", jlat(&r->fcon_handoff));
+        json_object_object_add(w, "overlaps",
+                               json_object_new_int64((int64_t)r->fcon_overlaps));
+    }
+    json_object_object_add(o, "contended_floor", w);
+
     w = json_object_new_object();
     jstatus(w, &r->many_st);
     if (r->many_st.ran) {
@@ -828,6 +918,8 @@ static json_object *jresult(const struct bench_result *r)
     json_object_object_add(goals, "uncontended_vs_floor", jgoal(&g));
     bench_goal_handoff(r, &g);
     json_object_object_add(goals, "handoff_vs_rtt", jgoal(&g));
+    bench_goal_contended(r, &g);
+    json_object_object_add(goals, "handoffs_vs_contended_floor", jgoal(&g));
     bench_goal_watchdog(r, &g);
     json_object_object_add(goals, "watchdog_cpu", jgoal(&g));
     bench_goal_memory(r, &g);
@@ -1080,6 +1172,19 @@ static void jresult_read(json_object *o, struct bench_result *r)
     r->fair_stddev = jdbl(jat(w, "fairness"), "stddev");
     r->fair_jain = jdbl(jat(w, "fairness"), "jain_index");
     jorder_read(jat(w, "arrival_order"), r);
+
+    w = jat(o, "contended_floor");
+    jstatus_read(w, &r->fcon_st);
+    if (w == NULL && r->con_st.ran)
+        snprintf(r->fcon_st.msg, sizeof r->fcon_st.msg,
+                 "not measured (a JSON from before this figure)");
+    else if (w != NULL && jat(w, "available") != NULL &&
+             !json_object_get_boolean(jat(w, "available")))
+        r->fcon_st.rc = DLOCK_EUNSUPPORTED;
+    r->fcon_acq_per_s = jdbl(w, "acquisitions_per_s");
+    r->fcon_handoffs_per_s = jdbl(w, "handoffs_per_s");
+    jlat_read(jat(w, "handoff_latency"), &r->fcon_handoff);
+    r->fcon_overlaps = ju64(w, "overlaps");
 
     w = jat(o, "many_locks");
     jstatus_read(w, &r->many_st);

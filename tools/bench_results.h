@@ -24,6 +24,7 @@
 /* The speed goals of issue 7, checked in the bench's own output. */
 #define GOAL_FLOOR_RATIO 1.15    /* uncontended p50 / floor p50 */
 #define GOAL_HANDOFF_RTTS 3.0    /* hand-off p50 / round trip */
+#define GOAL_CONTENDED_SHARE 0.8 /* hand-offs/s / the contended floor's */
 #define GOAL_WATCHDOG_PCT 5.0    /* % of one core ... */
 #define GOAL_WATCHDOG_LOCKS 10000 /* ... for this many held locks */
 #define GOAL_MEMORY_BYTES 1024   /* RSS growth per held lock, same count */
@@ -108,6 +109,13 @@ struct bench_result {
     uint64_t per_worker[BENCH_MAX_WORKERS];
     uint64_t fair_min, fair_max;
     double fair_mean, fair_stddev, fair_jain;
+    /* the contended floor: as many processes taking the bare lock with
+     * the server's waiting request (dlock_bench_floor_wait) on a name of
+     * their own; rc DLOCK_EUNSUPPORTED: the mode has none */
+    struct bench_status fcon_st;
+    double fcon_acq_per_s, fcon_handoffs_per_s;
+    struct bench_lat fcon_handoff;
+    uint64_t fcon_overlaps;
     /* arrival order and hand-offs, from the workers' logged history */
     bool order_ran;
     struct bench_order order;
@@ -171,6 +179,7 @@ struct bench_goal {
 };
 void bench_goal_floor(const struct bench_result *r, struct bench_goal *g);
 void bench_goal_handoff(const struct bench_result *r, struct bench_goal *g);
+void bench_goal_contended(const struct bench_result *r, struct bench_goal *g);
 void bench_goal_watchdog(const struct bench_result *r, struct bench_goal *g);
 void bench_goal_memory(const struct bench_result *r, struct bench_goal *g);
 

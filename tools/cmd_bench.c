@@ -26,6 +26,11 @@
  *                that returned), so that bench_order.c can judge from the
  *                merged history whether grants went in arrival order and
  *                how many were hand-offs to another process;
+ *   contended    with the floor asked for, the contended floor after it:
+ *   floor        as many processes (the hidden role __floor_worker) taking
+ *                the bare lock with the server's own waiting request
+ *                (dlock_bench_floor_wait()), with the same bookkeeping;
+ *                dlock's hand-offs/s are judged against theirs;
  *   many locks   K names held at once by one client while the main thread
  *                only sleeps and looks: the CPU of every other thread (the
  *                watchdog, and any client-library thread) as % of one core,
@@ -121,7 +126,12 @@ static void bench_help(void)
         "               grants that went in arrival order and the share "
         "of hand-offs\n"
         "               to another process, beside the mode's claim "
-        "(`dlock info`)\n"
+        "(`dlock info`); with floor too, the contended floor: as many "
+        "processes\n"
+        "               taking the bare lock with the server's own waiting "
+        "request\n"
+        "               (pg_advisory_lock, GET_LOCK(name, t), FOR UPDATE; "
+        "none elsewhere)\n"
         "  many         K names held by one client: watchdog CPU, memory "
         "per lock,\n"
         "               renewals per second\n"
@@ -271,7 +281,55 @@ static void shm_fail(struct bench_shm *shm, int rc, const char *msg)
         snprintf(shm->errmsg, sizeof shm->errmsg, "%s", msg);
 }
 
-/* ---- the worker role: `dlock bench __worker FD INDEX PARENT URI NAME` ------------ */
+/* ---- the worker roles: `dlock bench __worker|__floor_worker FD INDEX PARENT URI NAME` -- */
+
+/* A worker's part of the shared memory (argv: FD INDEX PARENT), NULL if
+ * the arguments are wrong or it cannot be mapped; *size to unmap. */
+static struct bench_shm *worker_attach(char **argv, unsigned *me,
+                                       size_t *size)
+{
+    struct bench_shm *shm;
+    int fd = atoi(argv[2]);
+
+    *me = (unsigned)atoi(argv[3]);
+    bn_child_init((pid_t)atol(argv[4]));
+    if (*me >= BENCH_MAX_WORKERS)
+        return NULL;
+    *size = shm_size(*me + 1); /* our own samples are within this much */
+    shm = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    return shm == MAP_FAILED ? NULL : shm;
+}
+
+/* Worker me got the lock at t (and holds it; the caller releases right
+ * after): count two holders at once, and while recording the acquisition
+ * and a hand-off from another worker with its latency; then say who held
+ * last and when it let go. */
+static void note_grant(struct bench_shm *shm, unsigned me, uint64_t t)
+{
+    struct shm_worker *w = &shm->w[me];
+
+    /* Two holders at once would be a broken lock: count it. */
+    if (atomic_exchange(&shm->inside, (int)me + 1) != 0)
+        atomic_fetch_add(&shm->overlaps, 1);
+    int prev = atomic_load(&shm->last_holder);
+    uint64_t released = atomic_load(&shm->last_release_ns);
+    if (atomic_load(&shm->phase) == PHASE_RECORD) {
+        atomic_fetch_add(&w->acquisitions, 1);
+        if (prev != 0 && prev != (int)me + 1 && released != 0 &&
+            t >= released) {
+            uint64_t n = atomic_load(&w->nsamples);
+            atomic_fetch_add(&w->handoffs, 1);
+            if (n < WORKER_SAMPLES) {
+                shm->logs[me].samples[n] = t - released;
+                atomic_store(&w->nsamples, n + 1);
+            }
+        }
+    }
+    atomic_store(&shm->last_holder, (int)me + 1);
+    atomic_store(&shm->inside, 0);
+    atomic_store(&shm->last_release_ns, bn_now_ns());
+}
 
 static int worker_main(int argc, char **argv)
 {
@@ -280,21 +338,12 @@ static int worker_main(int argc, char **argv)
     dlock_lock *lk = NULL;
     unsigned me;
     size_t size;
-    int fd, rc;
+    int rc;
 
     if (argc != 7)
         return EXIT_USAGE;
-    fd = atoi(argv[2]);
-    me = (unsigned)atoi(argv[3]);
-    bn_child_init((pid_t)atol(argv[4]));
-    if (me >= BENCH_MAX_WORKERS)
-        return EXIT_USAGE;
-    size = shm_size(me + 1); /* our own samples are within this much */
-    shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (shm == MAP_FAILED)
+    if ((shm = worker_attach(argv, &me, &size)) == NULL)
         return EXIT_SOFTWARE;
-    close(fd);
-    uint64_t *samples = shm->logs[me].samples;
     struct bench_order_rec *order = shm->logs[me].order;
     struct shm_worker *w = &shm->w[me];
 
@@ -332,26 +381,7 @@ static int worker_main(int argc, char **argv)
             shm_fail(shm, rc, dlock_lock_errmsg(lk));
             break;
         }
-        /* Two holders at once would be a broken lock: count it. */
-        if (atomic_exchange(&shm->inside, (int)me + 1) != 0)
-            atomic_fetch_add(&shm->overlaps, 1);
-        int prev = atomic_load(&shm->last_holder);
-        uint64_t released = atomic_load(&shm->last_release_ns);
-        if (atomic_load(&shm->phase) == PHASE_RECORD) {
-            atomic_fetch_add(&w->acquisitions, 1);
-            if (prev != 0 && prev != (int)me + 1 && released != 0 &&
-                t >= released) {
-                uint64_t n = atomic_load(&w->nsamples);
-                atomic_fetch_add(&w->handoffs, 1);
-                if (n < WORKER_SAMPLES) {
-                    samples[n] = t - released;
-                    atomic_store(&w->nsamples, n + 1);
-                }
-            }
-        }
-        atomic_store(&shm->last_holder, (int)me + 1);
-        atomic_store(&shm->inside, 0);
-        atomic_store(&shm->last_release_ns, bn_now_ns());
+        note_grant(shm, me, t);
         rc = dlock_release(lk);
         if (rc != DLOCK_OK) {
             shm_fail(shm, rc, dlock_lock_errmsg(lk));
@@ -362,6 +392,52 @@ static int worker_main(int argc, char **argv)
     dlock_client_close(c);
     munmap(shm, size);
     return rc == DLOCK_OK || rc == DLOCK_ETIMEDOUT ? 0 : tool_exit_for(rc);
+}
+
+/* The contended floor's worker: the backend's bare waiting request in a
+ * loop (dlock_bench_floor_wait), with the same bookkeeping while it holds.
+ * It cycles from the start (it must not hold the lock while the others
+ * get ready), and counts only while recording; no arrival log. */
+struct floor_worker {
+    struct bench_shm *shm;
+    unsigned me;
+    bool ready;
+};
+
+static int floor_go_on(void *arg, int held)
+{
+    struct floor_worker *fw = arg;
+    struct bench_shm *shm = fw->shm;
+
+    if (!fw->ready) {
+        fw->ready = true;
+        atomic_fetch_add(&shm->ready, 1);
+    }
+    if (held)
+        note_grant(shm, fw->me, bn_now_ns());
+    else if (atomic_load(&shm->phase) == PHASE_RECORD)
+        atomic_fetch_add(&shm->w[fw->me].timeouts, 1);
+    return atomic_load(&shm->phase) != PHASE_STOP &&
+           atomic_load(&shm->failed) == 0;
+}
+
+static int floor_worker_main(int argc, char **argv)
+{
+    struct floor_worker fw = {NULL, 0, false};
+    char err[512] = "";
+    size_t size;
+    int rc;
+
+    if (argc != 7)
+        return EXIT_USAGE;
+    if ((fw.shm = worker_attach(argv, &fw.me, &size)) == NULL)
+        return EXIT_SOFTWARE;
+    rc = dlock_bench_floor_wait(argv[5], argv[6], WORKER_TIMEOUT_MS,
+                                floor_go_on, &fw, err, sizeof err);
+    if (rc != DLOCK_OK)
+        shm_fail(fw.shm, rc, err);
+    munmap(fw.shm, size);
+    return rc == DLOCK_OK ? 0 : tool_exit_for(rc);
 }
 
 /* ---- the workloads -------------------------------------------------------------- */
@@ -592,36 +668,41 @@ static void judge_order(struct bench_shm *shm, unsigned n, uint64_t from,
     r->order_ran = r->order.grants > 0;
 }
 
-static void run_contended(const struct bench_run *run, const char *uri,
-                          struct bench_result *r)
+/* run->workers processes in role (__worker: dlock; __floor_worker: the
+ * bare waiting request) on the run's name of that suffix; what names the
+ * workload in messages. Fills r's contended figures. */
+static void run_workers(const struct bench_run *run, const char *uri,
+                        const char *role, const char *what,
+                        struct bench_result *r)
 {
     unsigned n = (unsigned)run->workers;
     pid_t pids[BENCH_MAX_WORKERS];
     struct bench_shm *shm = MAP_FAILED;
     size_t size = shm_size(n);
-    char name[96], fdtext[16], idx[16], parent[24];
+    char name[96], fdtext[16], idx[16], parent[24], warm[64];
     uint64_t order_from = 0, order_until = 0;
     int fd;
 
     memset(pids, 0, sizeof pids);
     r->workers = n;
-    snprintf(name, sizeof name, "dlock-bench-%s-contended", run_id());
+    snprintf(name, sizeof name, "dlock-bench-%s-%s", run_id(),
+             strcmp(role, "__worker") == 0 ? "contended" : "floor-wait");
+    snprintf(warm, sizeof warm, "%s warm-up", what);
     fd = memfd_create("dlock-bench", 0); /* inherited by the workers */
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
         (shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
             MAP_FAILED) {
-        status_fail(&r->con_st, DLOCK_ERROR, "contended: shared memory",
-                    strerror(errno));
+        status_fail(&r->con_st, DLOCK_ERROR, what, strerror(errno));
         if (fd >= 0)
             close(fd);
         return;
     }
     snprintf(fdtext, sizeof fdtext, "%d", fd);
     snprintf(parent, sizeof parent, "%ld", (long)getpid());
-    bn_progress("%s: contended, starting %u workers", g_label, n);
+    bn_progress("%s: %s, starting %u workers", g_label, what, n);
     for (unsigned i = 0; i < n; i++) {
         snprintf(idx, sizeof idx, "%u", i);
-        char *argv[] = {"dlock", "bench", "__worker", fdtext, idx, parent,
+        char *argv[] = {"dlock", "bench", (char *)role, fdtext, idx, parent,
                         (char *)(uri != NULL ? uri : ""), name, NULL};
         pids[i] = bn_spawn_self(argv, -1, -1);
         if (pids[i] < 0) {
@@ -651,7 +732,7 @@ static void run_contended(const struct bench_run *run, const char *uri,
     if (atomic_load(&shm->failed) == 0) {
         atomic_store(&shm->phase, PHASE_WARM);
         if (run->warmup_ms > 0)
-            wait_phase("contended warm-up", run->warmup_ms / 2);
+            wait_phase(warm, run->warmup_ms / 2);
         uint64_t t0 = bn_now_ns();
         /* Every attempt ending after log_from is logged; grants are
          * judged from a clock reading taken after that store, so none
@@ -659,13 +740,13 @@ static void run_contended(const struct bench_run *run, const char *uri,
         atomic_store(&shm->log_from_ns, t0);
         order_from = bn_now_ns();
         atomic_store(&shm->phase, PHASE_RECORD);
-        wait_phase("contended", run->duration_ms);
+        wait_phase(what, run->duration_ms);
         order_until = bn_now_ns();
         atomic_store(&shm->phase, PHASE_STOP);
         r->con_seconds = (double)(bn_now_ns() - t0) / 1e9;
     }
     atomic_store(&shm->phase, PHASE_STOP);
-    bn_progress("%s: contended, stopping workers", g_label);
+    bn_progress("%s: %s, stopping workers", g_label, what);
     for (unsigned i = 0; i < n; i++) {
         if (pids[i] <= 0)
             continue;
@@ -685,7 +766,7 @@ static void run_contended(const struct bench_run *run, const char *uri,
     }
 
     if (atomic_load(&shm->failed) != 0) {
-        status_fail(&r->con_st, atomic_load(&shm->failed), "contended",
+        status_fail(&r->con_st, atomic_load(&shm->failed), what,
                     shm->errmsg);
         munmap(shm, size);
         return;
@@ -731,6 +812,49 @@ static void run_contended(const struct bench_run *run, const char *uri,
     judge_order(shm, n, order_from, order_until, r);
     munmap(shm, size);
     r->con_st.ran = true;
+}
+
+static int stop_at_once(void *arg, int held)
+{
+    (void)arg;
+    (void)held;
+    return 0;
+}
+
+/* dlock's contended workload; with the floor asked for, the contended
+ * floor after it: as many processes taking the bare lock with the
+ * server's own waiting request on a name of their own (one cycle first,
+ * here, to learn whether the mode has one), whose hand-offs a second
+ * dlock's are judged against. */
+static void run_contended(const struct bench_run *run, const char *uri,
+                          struct bench_result *r)
+{
+    struct bench_result *f;
+    char name[96], err[512] = "";
+    int rc;
+
+    run_workers(run, uri, "__worker", "contended", r);
+    if (!(run->workloads & WL_FLOOR))
+        return;
+    snprintf(name, sizeof name, "dlock-bench-%s-floor-wait", run_id());
+    rc = dlock_bench_floor_wait(uri, name, WORKER_TIMEOUT_MS, stop_at_once,
+                                NULL, err, sizeof err);
+    if (rc != DLOCK_OK) {
+        status_fail(&r->fcon_st, rc, "contended floor", err);
+        return;
+    }
+    if ((f = calloc(1, sizeof *f)) == NULL) {
+        status_fail(&r->fcon_st, DLOCK_ENOMEM, "contended floor",
+                    "out of memory");
+        return;
+    }
+    run_workers(run, uri, "__floor_worker", "contended floor", f);
+    r->fcon_st = f->con_st;
+    r->fcon_acq_per_s = f->acq_per_s;
+    r->fcon_handoffs_per_s = f->handoffs_per_s;
+    r->fcon_handoff = f->handoff;
+    r->fcon_overlaps = f->overlaps;
+    free(f);
 }
 
 static atomic_ulong g_lost; /* on_lost calls in the many-locks workload */
@@ -913,7 +1037,10 @@ static void raise_nofile(void)
 static void forget_names(const struct bench_run *run, const char *uri,
                          struct bench_result *r)
 {
-    unsigned long k = 2 + ((run->workloads & WL_MANY) ? r->locks : 0);
+    static const char *const fixed[] = {"uncontended", "contended",
+                                        "floor-wait"};
+    unsigned long nf = sizeof fixed / sizeof fixed[0];
+    unsigned long k = nf + ((run->workloads & WL_MANY) ? r->locks : 0);
     char **names = calloc(k, sizeof *names);
     char err[512] = "";
     unsigned long made = 0;
@@ -924,12 +1051,12 @@ static void forget_names(const struct bench_run *run, const char *uri,
         names[made] = malloc(96);
         if (names[made] == NULL)
             break;
-        if (made < 2)
+        if (made < nf)
             snprintf(names[made], 96, "dlock-bench-%s-%s", run_id(),
-                     made == 0 ? "uncontended" : "contended");
+                     fixed[made]);
         else
             snprintf(names[made], 96, "dlock-bench-%s-many-%lu", run_id(),
-                     made - 2);
+                     made - nf);
     }
     if (names == NULL || made < k)
         status_fail(&r->forget_st, DLOCK_ENOMEM, "clean-up", "out of memory");
@@ -1100,6 +1227,8 @@ static int bench_run_cmd(int argc, char **argv)
 
     if (argc > 1 && strcmp(argv[1], "__worker") == 0)
         return worker_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "__floor_worker") == 0)
+        return floor_worker_main(argc, argv);
 
     memset(&run, 0, sizeof run);
     run.duration_ms = 2000;

@@ -9,6 +9,9 @@
  *   for_update  SELECT .. FOR UPDATE NOWAIT on the row, then COMMIT
  *               (START TRANSACTION is implicit: autocommit is off);
  *   insert      the row's INSERT, then its DELETE: the lock is the row.
+ * The contended floor (dlock__my_floor_wait): the same locks taken with
+ * the statement that waits in the server's queue (GET_LOCK(?, wait), the
+ * row's FOR UPDATE), in many processes at once.
  * The fence alone (dlock__my_fence_floor): the counter upsert dlock sends
  * (fence.c). And dlock__my_forget, the bench's clean-up: each name's
  * counter row and lock row (the bench's names are its own and never
@@ -16,7 +19,7 @@
  * this file.
  *
  * Divisions: set-up and results; mode insert; mode for_update; mode
- * get_lock; the fence alone; forget.
+ * get_lock; the contended floor; the fence alone; forget.
  */
 #include <stdio.h>
 #include <string.h>
@@ -186,6 +189,94 @@ int dlock__my_floor_get_lock(const struct dlock__my_floor_sql *q,
         if (e == 0)
             e = dlock__my_select_i64(&r.c, q->give, p, &v, &null, &found);
         ns_out[i] = dlock_now_ns() - t0;
+    }
+    return floor_close(&r, e, err, errlen);
+}
+
+/* ---- the contended floor --------------------------------------------------- */
+
+/* One waiting take: 1 taken, 0 the wait gave up, or the error's code in
+ * *e. GET_LOCK says 0 at its timeout; the row's FOR UPDATE fails with
+ * ER_LOCK_WAIT_TIMEOUT, which leaves the transaction open (rolled back
+ * here, as a timed-out user would). */
+static int wait_take(struct floor_run *r, const struct dlock__my_floor_sql *q,
+                     const char *ul, size_t ul_len, double *wait_s,
+                     unsigned *e)
+{
+    MYSQL_BIND p[2];
+    long long v = 0;
+    my_flag null = 0;
+    bool found;
+
+    if (q->give != NULL) {
+        dlock__my_bind_text(&p[0], ul, ul_len);
+        dlock__my_bind_f64(&p[1], wait_s);
+    } else
+        dlock__my_bind_blob(&p[0], r->key, MY_KEY_LEN);
+    *e = dlock__my_select_i64(&r->c, q->wait, p, &v, &null, &found);
+    if (*e == ER_LOCK_WAIT_TIMEOUT) {
+        *e = mysql_rollback(r->c.db) != 0 ? dlock__my_db_note(&r->c) : 0;
+        return 0;
+    }
+    if (*e == 0 && (!found || null))
+        *e = dlock__my_note(&r->c, CR_UNKNOWN_ERROR,
+                            q->give != NULL ? "GET_LOCK answered NULL"
+                                            : "the lock row is missing");
+    return *e == 0 && v == 1;
+}
+
+/* q->wait in a loop: GET_LOCK(name, wait) then RELEASE_LOCK (get_lock), or
+ * the row's FOR UPDATE under innodb_lock_wait_timeout then COMMIT
+ * (for_update): the server queues the waiters and wakes the next. */
+int dlock__my_floor_wait(const struct dlock__my_floor_sql *q,
+                         const struct dlock_uri *uri, const char *name,
+                         uint32_t wait_ms, int (*go_on)(void *arg, int held),
+                         void *arg, char *err, size_t errlen)
+{
+    struct floor_run r;
+    char ul[MY_ULOCK_BUF], set[96];
+    size_t ul_len = 0;
+    double wait_s = wait_ms / 1000.0;
+    MYSQL_BIND p[2];
+    long long v;
+    my_flag null;
+    unsigned e = 0;
+    bool found;
+    int rc;
+
+    if ((rc = floor_open(&r, q->mode, uri, name, err, errlen)) != 0)
+        return rc;
+    /* Outside the loop: get_lock's lock name; for_update's wait bound
+     * (whole seconds), then its row, whose INSERT IGNORE waits for a
+     * worker holding it. */
+    if (q->give != NULL)
+        ul_len = dlock__my_ulock_name(r.x, name, strlen(name), r.key, ul);
+    else {
+        snprintf(set, sizeof set,
+                 "SET SESSION innodb_lock_wait_timeout = %u",
+                 wait_ms < 1000 ? 1 : wait_ms / 1000);
+        if (mysql_query(r.c.db, set) != 0)
+            e = dlock__my_db_note(&r.c);
+        dlock__my_bind_blob(&p[0], r.key, MY_KEY_LEN);
+        dlock__my_bind_text(&p[1], name,
+                            dlock__my_display_len(name, strlen(name)));
+        if (e == 0)
+            e = dlock__my_exec(&r.c, q->make, p);
+        if (e == 0 && mysql_commit(r.c.db) != 0)
+            e = dlock__my_db_note(&r.c);
+    }
+    while (e == 0) {
+        int got = wait_take(&r, q, ul, ul_len, &wait_s, &e), more;
+        if (e != 0)
+            break;
+        more = go_on(arg, got);
+        if (got && q->give != NULL) {
+            dlock__my_bind_text(&p[0], ul, ul_len);
+            e = dlock__my_select_i64(&r.c, q->give, p, &v, &null, &found);
+        } else if (got && mysql_commit(r.c.db) != 0)
+            e = dlock__my_db_note(&r.c);
+        if (!more)
+            break;
     }
     return floor_close(&r, e, err, errlen);
 }

@@ -322,9 +322,23 @@ static int fu_floor(const struct dlock_uri *uri, const char *name, uint32_t n,
                     uint64_t *ns_out, char *err, size_t errlen)
 {
     static const struct dlock__my_floor_sql q = {
-        &dlock__my_mode_for_update, &fu_row_nowait, NULL, &fu_row_create};
+        &dlock__my_mode_for_update, &fu_row_nowait, NULL, &fu_row_create,
+        NULL};
 
     return dlock__my_floor_for_update(&q, uri, name, n, ns_out, err, errlen);
+}
+
+static int fu_floor_wait(const struct dlock_mode *mode,
+                         const struct dlock_uri *uri, const char *name,
+                         uint32_t wait_ms, int (*go_on)(void *arg, int held),
+                         void *arg, char *err, size_t errlen)
+{
+    static const struct dlock__my_floor_sql q = {
+        &dlock__my_mode_for_update, NULL, NULL, &fu_row_create, &fu_row_wait};
+
+    (void)mode;
+    return dlock__my_floor_wait(&q, uri, name, wait_ms, go_on, arg, err,
+                                errlen);
 }
 
 /* The server waits for us; back off only between waits. */
@@ -349,6 +363,7 @@ const struct dlock__my_mode dlock__my_mode_for_update = {
             .fence_floor = dlock__my_fence_floor,
             .forget = dlock__my_forget,
             .latch = &dlock__my_latch,
+            .floor_wait = fu_floor_wait,
         },
     .ddl = fu_ddl,
     .init = fu_init,

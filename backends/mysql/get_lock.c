@@ -421,9 +421,22 @@ static int gl_floor(const struct dlock_uri *uri, const char *name, uint32_t n,
                     uint64_t *ns_out, char *err, size_t errlen)
 {
     static const struct dlock__my_floor_sql q = {
-        &dlock__my_mode_get_lock, &gl_get_lock, &gl_release_lock, NULL};
+        &dlock__my_mode_get_lock, &gl_get_lock, &gl_release_lock, NULL, NULL};
 
     return dlock__my_floor_get_lock(&q, uri, name, n, ns_out, err, errlen);
+}
+
+static int gl_floor_wait(const struct dlock_mode *mode,
+                         const struct dlock_uri *uri, const char *name,
+                         uint32_t wait_ms, int (*go_on)(void *arg, int held),
+                         void *arg, char *err, size_t errlen)
+{
+    static const struct dlock__my_floor_sql q = {
+        &dlock__my_mode_get_lock, NULL, &gl_release_lock, NULL, &gl_get_lock};
+
+    (void)mode;
+    return dlock__my_floor_wait(&q, uri, name, wait_ms, go_on, arg, err,
+                                errlen);
 }
 
 /* The server waits for us; back off only between waits. */
@@ -449,6 +462,7 @@ const struct dlock__my_mode dlock__my_mode_get_lock = {
             .fence_floor = dlock__my_fence_floor,
             .forget = dlock__my_forget,
             .latch = &dlock__my_latch,
+            .floor_wait = gl_floor_wait,
         },
     .ddl = gl_ddl,
 };

@@ -535,7 +535,7 @@ static int ins_floor(const struct dlock_uri *uri, const char *name,
                      uint32_t n, uint64_t *ns_out, char *err, size_t errlen)
 {
     static const struct dlock__my_floor_sql q = {
-        &dlock__my_mode_insert, &ins_claim, &ins_delete, NULL};
+        &dlock__my_mode_insert, &ins_claim, &ins_delete, NULL, NULL};
 
     return dlock__my_floor_insert(&q, uri, name, n, ns_out, err, errlen);
 }

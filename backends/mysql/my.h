@@ -311,6 +311,7 @@ struct dlock__my_floor_sql {
     const struct dlock__my_stmt *take; /* claim / row NOWAIT / GET_LOCK */
     const struct dlock__my_stmt *give; /* DELETE / -(COMMIT) / RELEASE_LOCK */
     const struct dlock__my_stmt *make; /* - / the row's INSERT IGNORE / - */
+    const struct dlock__my_stmt *wait; /* - / row FOR UPDATE / GET_LOCK */
 };
 
 int dlock__my_floor_insert(const struct dlock__my_floor_sql *q,
@@ -325,6 +326,12 @@ int dlock__my_floor_get_lock(const struct dlock__my_floor_sql *q,
                              const struct dlock_uri *uri, const char *name,
                              uint32_t n, uint64_t *ns_out, char *err,
                              size_t errlen);
+/* The contended floor of get_lock and for_update (dlock_mode.floor_wait):
+ * q->wait in a loop, waiting in the server's queue. */
+int dlock__my_floor_wait(const struct dlock__my_floor_sql *q,
+                         const struct dlock_uri *uri, const char *name,
+                         uint32_t wait_ms, int (*go_on)(void *arg, int held),
+                         void *arg, char *err, size_t errlen);
 /* dlock_mode.fence_floor and .forget of every mode (mode: the base of a
  * struct dlock__my_mode). */
 int dlock__my_fence_floor(const struct dlock_mode *mode,

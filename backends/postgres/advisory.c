@@ -485,6 +485,7 @@ const struct pg_mode dlock__pg_mode_advisory = {
         .downgrade = adv_downgrade,
         .latch = &dlock__pg_latch,
         .fence_floor = dlock__pg_fence_floor, .forget = dlock__pg_forget,
+        .floor_wait = dlock__pg_floor_wait,
     },
     .table = "dlock_fence_counters",
     .sql = {

@@ -18,7 +18,10 @@
  * the upsert of the name's unlogged counter row, advisory's in its fence
  * table, the tx modes' in dlock_fence_holders; lease has none apart.
  * And dlock__pg_forget, the bench's clean-up: each name's counter row
- * and lock row.
+ * and lock row. The contended floor (dlock__pg_floor_wait): the same locks
+ * taken with the statement that waits in the server's lock queue
+ * (pg_advisory_lock, pg_advisory_xact_lock, FOR UPDATE without NOWAIT),
+ * in many processes at once.
  */
 #include <stdio.h>
 #include <string.h>
@@ -366,4 +369,115 @@ int dlock__pg_forget(const struct dlock_mode *mode,
     PQfinish(c);
     dlock__pg_conf_free(&cf);
     return DLOCK_OK;
+}
+
+/* ---- the contended floor --------------------------------------------------- */
+
+/* The bare lock's waiting statements, one round trip each (simple query
+ * protocol; the key is dlock's own hash, the table a checked name, so
+ * printing them in is safe): the server queues the waiters itself. */
+struct wait_sql {
+    char take[256], give[64];
+};
+
+static bool wait_sql_of(const struct pg_conf *cf, const char *key,
+                        const char *hex, struct wait_sql *w)
+{
+    const char *mode = cf->mode->pub.name;
+
+    if (strcmp(mode, "advisory") == 0) {
+        snprintf(w->take, sizeof w->take,
+                 "SELECT pg_advisory_lock(%s::bigint)", key);
+        snprintf(w->give, sizeof w->give,
+                 "SELECT pg_advisory_unlock(%s::bigint)", key);
+    } else if (strcmp(mode, "advisory_xact") == 0) {
+        snprintf(w->take, sizeof w->take,
+                 "BEGIN; SELECT pg_advisory_xact_lock(%s::bigint)", key);
+        snprintf(w->give, sizeof w->give, "COMMIT");
+    } else if (cf->mode->row_key) {
+        snprintf(w->take, sizeof w->take,
+                 "BEGIN; SELECT 1 FROM \"%s\" WHERE key = decode('%s', 'hex')"
+                 " FOR UPDATE",
+                 cf->table, hex);
+        snprintf(w->give, sizeof w->give, "COMMIT");
+    } else
+        return false;
+    return true;
+}
+
+/* One statement; 0 if it ran, 1 if the wait gave up (lock_timeout), -1
+ * if it failed otherwise. */
+static int wait_exec(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType st = PQresultStatus(r);
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    int rc = st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK ? 0
+             : state != NULL && strcmp(state, "55P03") == 0 ? 1
+                                                             : -1;
+
+    PQclear(r);
+    return rc;
+}
+
+int dlock__pg_floor_wait(const struct dlock_mode *mode,
+                         const struct dlock_uri *uri, const char *name,
+                         uint32_t wait_ms, int (*go_on)(void *arg, int held),
+                         void *arg, char *err, size_t errlen)
+{
+    struct pg_conf cf;
+    struct wait_sql w;
+    char key[24], hex[65], ms[24];
+    uint8_t d[32];
+    PGresult *r = NULL;
+    PGconn *c;
+    int rc, st = 0;
+
+    if ((c = side_open(mode, uri, &cf, err, errlen, &rc)) == NULL)
+        return rc;
+    dlock__pg_digest(&cf, name, strlen(name), d);
+    dlock__pg_hex(hex, d);
+    dlock__pg_key_text(key, dlock__pg_key64(d));
+    if (!wait_sql_of(&cf, key, hex, &w)) {
+        PQfinish(c);
+        dlock__pg_conf_free(&cf);
+        return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
+                            "floor_wait: mode %s has no waiting statement",
+                            mode->name);
+    }
+    /* Outside the loop: the row to lock (for_update), then the wait's
+     * bound for the whole session. */
+    if (cf.mode->row_key) {
+        struct fu_sql fu = fu_sql_of(&cf);
+        struct pg_q q = {fu.make, 3, {hex, cf.ns, name}};
+        st = floor_run(c, &q, 1, &r);
+        PQclear(r);
+    }
+    if (st == 0 && PQexitPipelineMode(c) != 1)
+        st = -1;
+    snprintf(ms, sizeof ms, "SET lock_timeout = %u", wait_ms);
+    if (st == 0)
+        st = wait_exec(c, ms);
+    while (st >= 0) {
+        if ((st = wait_exec(c, w.take)) == 1) {
+            /* gave up: end the failed transaction, if any */
+            if (strcmp(w.give, "COMMIT") == 0 && wait_exec(c, "ROLLBACK"))
+                st = -1;
+            else if (!go_on(arg, 0))
+                break;
+            continue;
+        }
+        if (st == 0) {
+            int more = go_on(arg, 1);
+            st = wait_exec(c, w.give);
+            if (!more)
+                break;
+        }
+    }
+    rc = st < 0 ? side_fail(c, &cf, "floor_wait", err, errlen) : DLOCK_OK;
+    if (st >= 0) {
+        PQfinish(c);
+        dlock__pg_conf_free(&cf);
+    }
+    return rc;
 }

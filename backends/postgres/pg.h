@@ -443,6 +443,12 @@ int dlock__pg_fence_floor(const struct dlock_mode *mode,
 int dlock__pg_forget(const struct dlock_mode *mode,
                      const struct dlock_uri *uri, const char *const *names,
                      size_t n, char *err, size_t errlen);
+/* dlock_mode.floor_wait of advisory, advisory_xact and for_update: the
+ * bare lock's waiting statement (floor.c). */
+int dlock__pg_floor_wait(const struct dlock_mode *mode,
+                         const struct dlock_uri *uri, const char *name,
+                         uint32_t wait_ms, int (*go_on)(void *arg, int held),
+                         void *arg, char *err, size_t errlen);
 
 /* ---- the modes ---- */
 

@@ -371,6 +371,7 @@ const struct pg_mode dlock__pg_mode_advisory_xact = {
         .floor = xact_floor,
         .latch = &dlock__pg_latch,
         .fence_floor = dlock__pg_fence_floor, .forget = dlock__pg_forget,
+        .floor_wait = dlock__pg_floor_wait,
     },
     .no_table = "its fencing tokens come from the table dlock_fence_holders",
     .sql = {
@@ -407,6 +408,7 @@ const struct pg_mode dlock__pg_mode_for_update = {
         .floor = fu_floor,
         .latch = &dlock__pg_latch,
         .fence_floor = dlock__pg_fence_floor, .forget = dlock__pg_forget,
+        .floor_wait = dlock__pg_floor_wait,
     },
     .table = "dlock_locks",
     .row_key = true,

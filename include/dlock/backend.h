@@ -17,9 +17,9 @@
  * dlock_mode.downgrade; version 2 tables are still accepted (their modes
  * end at data). Version 4 adds dlock_mode.latch (count-down latches);
  * version 2 and 3 tables are still accepted (no latches). Version 5 adds
- * dlock_mode.fence_floor and dlock_mode.forget (for `dlock bench`);
- * version 2 to 4 tables are still accepted (no fence figure, nothing
- * forgotten).
+ * dlock_mode.fence_floor, dlock_mode.forget and dlock_mode.floor_wait (for
+ * `dlock bench`); version 2 to 4 tables are still accepted (no fence
+ * figure, nothing forgotten, no contended floor).
  *
  * Core's promises to backends (each has an id that tests name):
  *
@@ -349,6 +349,21 @@ struct dlock_mode {
     int (*forget)(const struct dlock_mode *mode, const struct dlock_uri *uri,
                   const char *const *names, size_t n, char *err,
                   size_t errlen);
+    /* Optional, for `dlock bench`: the bare lock's waiting acquire, with
+     * the client library alone, no dlock core and no fence: take name with
+     * the request that waits in the server's own queue (pg_advisory_lock,
+     * GET_LOCK(name, timeout), SELECT ... FOR UPDATE, a blocking OFD lock),
+     * call go_on(arg, 1) while holding it, release it, and again; after a
+     * wait that gave up at wait_ms, go_on(arg, 0) instead. Returns
+     * DLOCK_OK once go_on() said 0, or the failure that stopped it.
+     * The bench runs it in many processes on one name: the owner changes
+     * a second of the server's own queue, which dlock's contended figure
+     * is judged against. NULL where the server has no waiting request.
+     * mode: as for fence_floor. */
+    int (*floor_wait)(const struct dlock_mode *mode,
+                      const struct dlock_uri *uri, const char *name,
+                      uint32_t wait_ms, int (*go_on)(void *arg, int held),
+                      void *arg, char *err, size_t errlen);
     /* ---- version 5 ends here: append below, then bump the version ---- */
 };
 
@@ -624,6 +639,21 @@ DLOCK_API int dlock_bench_fence(const char *uri, const char *name, uint32_t n,
  */
 DLOCK_API int dlock_bench_forget(const char *uri, const char *const *names,
                                  size_t n, char *err, size_t errlen);
+
+/**
+ * For `dlock bench`: the bare lock's waiting acquire on name, in a loop,
+ * with the URI's client library alone (dlock_mode.floor_wait says what it
+ * sends): go_on(arg, 1) is called while the lock is held, go_on(arg, 0)
+ * after a wait that gave up at wait_ms; the loop ends when go_on()
+ * returns 0.
+ * @return DLOCK_OK, DLOCK_EUNSUPPORTED (the mode has no waiting request),
+ *         DLOCK_EINVAL, DLOCK_ENOBACKEND, DLOCK_ECONNECT, DLOCK_ERROR; err
+ *         explains. Threads: any.
+ */
+DLOCK_API int dlock_bench_floor_wait(const char *uri, const char *name,
+                                     uint32_t wait_ms,
+                                     int (*go_on)(void *arg, int held),
+                                     void *arg, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -56,6 +56,8 @@ for r in 0 1; do
         "$p.many_locks.lost:int"
         "$p.goals.uncontended_vs_floor.status:string"
         "$p.goals.handoff_vs_rtt.status:string"
+        "$p.goals.handoffs_vs_contended_floor.status:string"
+        "$p.contended_floor.available:=false"
         "$p.goals.watchdog_cpu.status:string")
 done
 out=$("$CHECK_JSON" "$work/b.json" "${keys[@]}" 2>&1)

@@ -7,7 +7,8 @@
 # must say nothing was left behind and the JSON's cleanup must be
 # "measured" for each URI. The same run shows the fence figure: a number
 # where the fence is a request of its own, "-" where the lock's own
-# request makes it. Speed is never asserted.
+# request makes it, and the contended floor where the server has a
+# waiting request. Speed is never asserted.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -104,4 +105,20 @@ check "pg advisory's fence is timed" test "$(fence_col 8)" != "-"
 check "pg lease's fence is in its claim" test "$(fence_col 11)" = "-"
 check "mysql get_lock's fence is timed" test "$(fence_col 12)" != "-"
 check "etcd's fence is the revision" test "$(fence_col 15)" = "-"
+# The contended floor: the server's own waiting request where the mode has
+# one (pg advisory, advisory_xact, for_update; mysql get_lock, for_update),
+# with no two holders at once, and "not available" elsewhere.
+keys=()
+for i in 7 8 9 11 12; do
+    keys+=("results.$i.contended_floor.available:=true"
+        "results.$i.contended_floor.measured:=true"
+        "results.$i.contended_floor.handoffs_per_s:pos"
+        "results.$i.contended_floor.overlaps:=0"
+        "results.$i.goals.handoffs_vs_contended_floor.status:string")
+done
+for i in 0 1 2 3 4 5 6 10 13 14; do
+    keys+=("results.$i.contended_floor.available:=false")
+done
+check "the contended floor is measured where the server queues waiters" \
+    "$CHECK_JSON" "$work/c.json" "${keys[@]}"
 finish

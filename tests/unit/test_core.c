@@ -482,16 +482,20 @@ static void backend__tables_v2_layout_frozen(void **state)
     /* Version 4: the latch table, after downgrade. */
     assert_int_equal(offsetof(struct dlock_mode, latch),
                      sizeof(struct mode_v2_frozen) + sizeof(void (*)(void)));
-    /* Version 5: the bench's fence_floor and forget, after the latch. */
+    /* Version 5: the bench's fence_floor, forget and floor_wait, after
+     * the latch. */
     assert_int_equal(offsetof(struct dlock_mode, fence_floor),
                      sizeof(struct mode_v2_frozen) + sizeof(void (*)(void)) +
                          sizeof(void *));
     assert_int_equal(offsetof(struct dlock_mode, forget),
                      offsetof(struct dlock_mode, fence_floor) +
                          sizeof(void (*)(void)));
+    assert_int_equal(offsetof(struct dlock_mode, floor_wait),
+                     offsetof(struct dlock_mode, forget) +
+                         sizeof(void (*)(void)));
     assert_int_equal(sizeof(struct dlock_mode),
                      sizeof(struct mode_v2_frozen) +
-                         3 * sizeof(void (*)(void)) + sizeof(void *));
+                         4 * sizeof(void (*)(void)) + sizeof(void *));
     /* The session header every backend embeds first. */
     assert_int_equal(offsetof(struct dlock_session, backend), 0);
 }
