@@ -1285,7 +1285,9 @@ int bench_read_json(struct bench_run *run, const char *path, char *err,
  * showed. Bars are p50 and whiskers p99; a black tick is the bare client's
  * p50 (uncontended) or the hand-offs per second (throughput), and a dashed
  * one the bare p50 plus the fence's own p50 where the fence is a request
- * of its own (what fencing by hand would cost). The colour
+ * of its own (what fencing by hand would cost); in the contended columns
+ * the dashed tick is the contended floor (the bare waiting request's
+ * hand-off p50 and hand-offs per second). The colour
  * is the backend family. Fairness is Jain's index of the acquisitions per
  * worker and the most/fewest ratio; the capability strip has a dot per
  * DLOCK_CAP_* the mode reports. Hovering shows the figures in <title>s.
@@ -1426,7 +1428,9 @@ static const char *svg_num(double v, bool ns, bool tick, char *buf,
 /* What one row shows in one figure column; 0: nothing. */
 struct svg_fig {
     double bar, whisker, tick;
-    double fenced; /* uncontended: the bare p50 plus the fence's own p50 */
+    /* uncontended: the bare p50 plus the fence's own p50; contended: the
+     * contended floor's hand-off p50 or hand-offs/s */
+    double dashed;
 };
 
 static struct svg_fig svg_fig_of(const struct bench_result *r, int panel)
@@ -1444,19 +1448,23 @@ static struct svg_fig svg_fig_of(const struct bench_result *r, int panel)
         if (r->floor_st.ran)
             g.tick = (double)r->floor.p50;
         if (r->floor_st.ran && r->fence_st.ran && r->fence.p50 > 0)
-            g.fenced = (double)(r->floor.p50 + r->fence.p50);
+            g.dashed = (double)(r->floor.p50 + r->fence.p50);
         break;
     case P_HANDOFF:
         if (r->con_st.ran && r->handoff.n > 0) {
             g.bar = (double)r->handoff.p50;
             g.whisker = (double)r->handoff.p99;
         }
+        if (r->fcon_st.ran && r->fcon_handoff.n > 0)
+            g.dashed = (double)r->fcon_handoff.p50;
         break;
     case P_THR:
         if (r->con_st.ran) {
             g.bar = r->acq_per_s;
             g.tick = r->handoffs_per_s;
         }
+        if (r->fcon_st.ran)
+            g.dashed = r->fcon_handoffs_per_s;
         break;
     }
     return g;
@@ -1477,7 +1485,7 @@ static void svg_axis_fit(const struct bench_run *run, int panel,
 
     for (size_t i = 0; i < run->n; i++) {
         struct svg_fig g = svg_fig_of(&run->r[i], panel);
-        double v[4] = {g.bar, g.whisker, g.tick, g.fenced};
+        double v[4] = {g.bar, g.whisker, g.tick, g.dashed};
         for (int k = 0; k < 4; k++)
             if (v[k] > 0) {
                 lo = lo == 0 || v[k] < lo ? v[k] : lo;
@@ -1556,10 +1564,10 @@ static void svg_cell(FILE *f, const struct bench_result *r, int panel,
         fprintf(f, "<path d=\"M%.1f %dV%d\" stroke=\"#000\" "
                    "stroke-width=\"2\"/>\n",
                 svg_x(ax, g.tick), y + 2, y + 18);
-    if (g.fenced > 0)
+    if (g.dashed > 0)
         fprintf(f, "<path d=\"M%.1f %dV%d\" stroke=\"#000\" "
                    "stroke-width=\"1.5\" stroke-dasharray=\"2 2\"/>\n",
-                svg_x(ax, g.fenced), y + 2, y + 18);
+                svg_x(ax, g.dashed), y + 2, y + 18);
     fprintf(f, "<text class=\"value\" x=\"%d\" y=\"%d\">%s</text>\n",
             ax->x0 + SVG_PLOT_W + 4, y + 14,
             g.bar > 0 ? svg_num(g.bar, ns, false, t, sizeof t) : "–");
@@ -1691,9 +1699,9 @@ static void svg_header(FILE *f, const struct bench_run *run)
     fprintf(f, "; %.1f s per workload, %lu contending processes</text>\n",
             run->duration_ms / 1e3, run->workers);
     fprintf(f, "<text class=\"note\" x=\"10\" y=\"62\">Log axes. Bar: p50; "
-               "whisker: p99; black tick: the bare client library's p50 "
-               "(uncontended) or hand-offs/s (throughput); dashed tick: "
-               "the bare p50 plus the fence's own p50.</text>\n");
+               "whisker: p99; black tick: bare client p50 (uncontended), "
+               "hand-offs/s (throughput); dashed: bare p50 + fence p50, or "
+               "the bare waiting request's figure.</text>\n");
     for (size_t k = 0; k < sizeof svg_families / sizeof svg_families[0]; k++) {
         fprintf(f, "<rect x=\"%d\" y=\"74\" width=\"12\" height=\"12\" "
                    "fill=\"%s\"/><text class=\"note\" x=\"%d\" y=\"84\">%s"
