@@ -38,6 +38,18 @@
  * of the session that created the table, or that opened it first after a
  * restart), after which the counters of older epochs are deleted.
  *
+ * get_lock and for_update send no bump of their own when a try is
+ * granted: their try is this statement, with the lock's condition added
+ * to the SELECT (GET_LOCK(?, 0) = 1; the row's FOR UPDATE NOWAIT), built
+ * from my.h's MY_FENCE_* and run by dlock__my_fence_with(), so the lock
+ * and its token take one round trip. Such a statement never waits (it
+ * holds the MEMORY table, which locks whole tables): waits stay
+ * statements of their own, followed by the bump. When it writes no row
+ * (no marker, or the lock not taken: it cannot say which) or fails for a
+ * full table, the mode finds out whether it holds the lock and then calls
+ * dlock__my_fence(), which moves the epoch as below. The token, the
+ * marker and the epoch are the same either way, and so is the argument.
+ *
  * Moving to a new epoch (fence_epoch), on a connection outside any
  * transaction:
  *   1. read the marker (seen) and the durable epoch (d0);
@@ -102,8 +114,9 @@
 #define MY_EPOCH_MAX ((UINT64_C(1) << (63 - MY_COUNTER_BITS)) - 1)
 /* Epoch changes one acquire may run into before it gives up. */
 #define MY_EPOCH_TRIES 4
-/* The marker's key: all zero, which no SHA-256 of a name is. */
-#define MY_MARKER "REPEAT(X'00', 32)"
+/* The marker's key: all zero, which no SHA-256 of a name is (my.h, for
+ * the modes' statements that draw). */
+#define MY_MARKER MY_FENCE_MARKER
 
 /* ---- the tables and statements ------------------------------------------- */
 
@@ -128,13 +141,8 @@ const char dlock__my_epoch_ddl[] =
 
 static const struct dlock__my_stmt fence_bump = {
     MY_SLOT_FENCE,
-    "INSERT INTO `%1$s_fmem` (lock_key, fence, owner) "
-    "SELECT ?, LAST_INSERT_ID(m.fence << 40 | 1), ? FROM `%1$s_fmem` m "
-    "WHERE m.lock_key = " MY_MARKER " ON DUPLICATE KEY UPDATE "
-    "fence = IF(`%1$s_fmem`.fence >= VALUES(fence) | 0xFFFFFFFFFF, "
-    "`%1$s_fmem`.fence + LAST_INSERT_ID(0), "
-    "LAST_INSERT_ID(GREATEST(`%1$s_fmem`.fence + 1, VALUES(fence)))), "
-    "owner = VALUES(owner)"};
+    MY_FENCE_INSERT "SELECT ?, " MY_FENCE_DRAW ", ? FROM `%1$s_fmem` m "
+    "WHERE m.lock_key = " MY_MARKER MY_FENCE_UPSERT};
 
 static const struct dlock__my_stmt fence_peek = {
     MY_SLOT_FENCE_PEEK,
@@ -350,6 +358,24 @@ unsigned dlock__my_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
     return dlock__my_note(c, CR_UNKNOWN_ERROR,
                           "no fence after moving to a new epoch "
                           "repeatedly (table _fmem full or cleared?)");
+}
+
+unsigned dlock__my_fence_with(struct dlock__my_conn *c,
+                              const struct dlock__my_stmt *q,
+                              MYSQL_BIND *params, my_ulonglong *rows,
+                              uint64_t *out)
+{
+    unsigned e;
+
+    *rows = 0;
+    *out = 0;
+    if ((e = dlock__my_exec(c, q, params)) != 0)
+        return e;
+    /* CLIENT_FOUND_ROWS: a row written, or matched by the upsert and left
+     * as it was (the counter ran out), counts. */
+    *rows = dlock__my_affected(c, q);
+    *out = (uint64_t)mysql_stmt_insert_id(c->st[q->slot]);
+    return 0;
 }
 
 unsigned dlock__my_fence_prepare(struct dlock__my_conn *c)
