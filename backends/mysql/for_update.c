@@ -14,8 +14,10 @@
  * a move to a new epoch, which commits, goes over a second connection,
  * one per client. A try is tried first, and locks the row and draws the
  * token in one statement (fu_try), so an uncontended acquire + release
- * is two round trips, as for the bare lock; a wait, and the rare cases
- * the one statement cannot settle, take the row and then bump the fence.
+ * is two round trips, as for the bare lock; a wait (or a name's first
+ * use, or a full table) takes the row and then bumps the fence, and a
+ * name's first acquire since the server started bumps it with a second
+ * statement, from the marker.
  *
  * What it shares with get_lock (the silence limit, renewal by ping) is
  * bound.c's; the raw floor of this mode is floor.c's.
@@ -88,20 +90,16 @@ static const struct dlock__my_stmt fu_row_create = {
     "INSERT IGNORE INTO `%s_rows` (lock_key, name) VALUES (?, ?)"};
 
 /*
- * A try and its fence in one round trip (fence.c's pieces): the row
- * locked NOWAIT, and the counter drawn from the same SELECT, so the
- * token is written only where the row was locked. Never a wait here: the
+ * A try and its fence in one round trip (my.h's MY_FENCE_*): the row
+ * locked NOWAIT, and the counter bumped from the same SELECT, so it is
+ * written only where the row was locked. Never a wait here: the
  * statement holds the counters' table (MEMORY locks whole tables). No
- * row written means the lock row or the marker is missing, and which of
- * them was read first (and locked) is the optimizer's choice: fu_acquire
- * then takes the slow path, where locking a row this transaction may
- * hold already is harmless (InnoDB counts no levels).
+ * row written: the name's row is missing (its first use), and fu_acquire
+ * takes the slow path, which creates it.
  */
 #define FU_TAKE_SQL(lock)                                                  \
-    MY_FENCE_INSERT "SELECT r.lock_key, " MY_FENCE_DRAW ", ? "             \
-                    "FROM `%1$s_rows` r JOIN `%1$s_fmem` m "               \
-                    "ON m.lock_key = " MY_FENCE_MARKER                     \
-                    " WHERE r.lock_key = ? " lock MY_FENCE_UPSERT
+    MY_FENCE_INSERT "SELECT lock_key, 0, ? FROM `%1$s_rows` "              \
+                    "WHERE lock_key = ? " lock MY_FENCE_NEXT
 static const struct dlock__my_stmt fu_take_x = {
     FU_TAKE, FU_TAKE_SQL("FOR UPDATE NOWAIT")};
 static const struct dlock__my_stmt fu_take_sh = {
@@ -247,15 +245,26 @@ static int fu_take(struct dlock__my_session *ms,
 
 /*
  * The uncontended path, one round trip (fu_take_x or fu_take_sh):
- * DLOCK_OK with *done when the row is locked and the token drawn, or
- * EBUSY at once for a try without a deadline. With !*done the caller
+ * DLOCK_OK or a failure with *done. A row locked whose token is not drawn
+ * yet (the name's first bump since the server started, a counter run out)
+ * gets it from fu_fence, which falls back on the marker and moves the
+ * epoch. Busy without a deadline is EBUSY at once. With !*done the caller
  * goes on with fu_take and fu_fence in the same transaction, as before
- * this path existed: when busy with a deadline (fu_take waits), when no
- * row was written, when the table is full, or when the counter ran out
- * (the row may be locked already, which fu_take finds at once; then
- * dlock__my_fence moves the epoch). Other failures roll back, which lets
- * any lock go.
+ * this path existed: when busy with a deadline (fu_take waits), when the
+ * name's row is missing (fu_take creates it), or when the table is full
+ * (the row may be locked already, which fu_take finds at once). Other
+ * failures roll back, which lets any lock go.
  */
+/* Report the connection's last error as what failed, and roll back: the
+ * row, if it was locked, is let go of. */
+static int fu_undo(struct dlock__my_session *ms, const char *what)
+{
+    int rc = dlock__my_fail(ms, &ms->conn, what);
+
+    mysql_rollback(ms->conn.db);
+    return rc;
+}
+
 static int fu_try(struct dlock__my_session *ms,
                   const struct dlock_request *req,
                   const uint8_t key[MY_KEY_LEN], int64_t deadline_ms,
@@ -266,7 +275,6 @@ static int fu_try(struct dlock__my_session *ms,
     MYSQL_BIND p[2];
     my_ulonglong rows;
     unsigned e;
-    int rc;
 
     *done = true;
     /* A reader does not name itself (fu_fence). */
@@ -275,7 +283,9 @@ static int fu_try(struct dlock__my_session *ms,
     dlock__my_bind_blob(&p[1], key, MY_KEY_LEN);
     e = dlock__my_fence_with(c, shared ? &fu_take_sh : &fu_take_x, p, &rows,
                              &grant->fence);
-    if (e == 0 && rows > 0 && grant->fence != 0) {
+    if (e == 0 && rows > 0) {
+        if (grant->fence == 0 && fu_fence(ms, req, key, &grant->fence) != 0)
+            return fu_undo(ms, "fence");
         ms->ngrants++;
         return DLOCK_OK;
     }
@@ -286,9 +296,7 @@ static int fu_try(struct dlock__my_session *ms,
         *done = false;
         return DLOCK_OK;
     }
-    rc = dlock__my_fail(ms, c, "SELECT … FOR UPDATE with its fence");
-    mysql_rollback(c->db);
-    return rc;
+    return fu_undo(ms, "SELECT … FOR UPDATE with its fence");
 }
 
 static int fu_acquire(struct dlock_session *s, const struct dlock_request *req,
@@ -309,11 +317,8 @@ static int fu_acquire(struct dlock_session *s, const struct dlock_request *req,
     if ((rc = fu_take(ms, req, key, deadline_ms, retry_ms)) != DLOCK_OK)
         return rc;
     /* Held until COMMIT, or until this connection ends. */
-    if (fu_fence(ms, req, key, &grant->fence) != 0) {
-        rc = dlock__my_fail(ms, &ms->conn, "fence");
-        mysql_rollback(ms->conn.db);
-        return rc;
-    }
+    if (fu_fence(ms, req, key, &grant->fence) != 0)
+        return fu_undo(ms, "fence");
     ms->ngrants++;
     return DLOCK_OK;
 }

@@ -9,8 +9,9 @@
  * A lock is tried first with its fence in the same statement (gl_try):
  * an uncontended acquire + release is two round trips, as for the bare
  * GET_LOCK and RELEASE_LOCK, and starts no thread (only a wait watches
- * for a cancel). A wait, and the rare cases the statement cannot settle,
- * go through gl_resolve and then bump the fence.
+ * for a cancel). A wait (or a try failed for a full table) goes through
+ * gl_resolve and then bumps the fence; a name's first acquire since the
+ * server started bumps it with a second statement, from the marker.
  *
  * Counting semaphores: a semaphore of N permits is N named locks, its
  * slots, and a permit is one slot held (the design is under "permits"
@@ -61,27 +62,25 @@ static const struct dlock__my_stmt gl_is_used_lock = {
     GL_IS_USED_LOCK, "SELECT IS_USED_LOCK(?)"};
 
 /*
- * A lock's try and its fence in one round trip (fence.c's pieces): the
- * row to write is selected only where the marker is and GET_LOCK(?, 0)
- * granted. Wait 0: nothing may wait while the statement holds the
- * counters' table (MEMORY locks whole tables). GET_LOCK must run once at
- * most: a second run would take the name twice (reentrant) and one
- * RELEASE_LOCK would not free it. The marker's row is read by its primary
- * key, as a constant, and the condition left over (GET_LOCK, which has
- * side effects and is never folded) is evaluated once, at execution; not
- * at all when there is no marker (no row, no condition to evaluate).
- * Measured on MariaDB 10.11 (EXPLAIN does not run it either), and
- * mysql/fence checks from another connection that one release frees the
- * name. No row written: busy, or no marker; gl_resolve tells them apart.
+ * A lock's try and its fence in one round trip (my.h's MY_FENCE_*): the
+ * row to write is selected only where GET_LOCK(?, 0) granted, and the
+ * name's counter goes up. Wait 0: nothing may wait while the statement
+ * holds the counters' table (MEMORY locks whole tables). GET_LOCK must
+ * run once: a second run would take the name twice (reentrant) and one
+ * RELEASE_LOCK would not free it. A SELECT without tables evaluates its
+ * WHERE once, at execution (GET_LOCK has side effects and is never
+ * folded); measured on MariaDB 10.11, and mysql/fence checks from
+ * another connection that one release frees the name. No row written:
+ * the name was busy.
  */
 static const struct dlock__my_stmt gl_take = {
-    GL_TAKE, MY_FENCE_INSERT "SELECT ?, " MY_FENCE_DRAW ", ? "
-             "FROM `%1$s_fmem` m WHERE m.lock_key = " MY_FENCE_MARKER
-             " AND GET_LOCK(?, 0) = 1" MY_FENCE_UPSERT};
+    GL_TAKE, MY_FENCE_INSERT "SELECT ?, 0, ? FROM DUAL "
+                             "WHERE GET_LOCK(?, 0) = 1" MY_FENCE_NEXT};
 
 /* After gl_take wrote no row, or failed: 2 if this connection holds the
- * name already (gl_take took it), else GET_LOCK(?, ?) (1 granted, 0 timed
- * out, NULL an error). IF evaluates the branch it picks only. */
+ * name already (gl_take took it before its write failed: a full table),
+ * else GET_LOCK(?, ?) (1 granted, 0 timed out, NULL an error). IF
+ * evaluates the branch it picks only. */
 static const struct dlock__my_stmt gl_resolve = {
     GL_RESOLVE,
     "SELECT IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 2, GET_LOCK(?, ?))"};
@@ -341,12 +340,13 @@ static int gl_permit_acquire(struct dlock__my_session *ms,
 /* ---- acquire ------------------------------------------------------------- */
 
 /*
- * The uncontended path, one round trip: gl_take tries the name and draws
- * its fence. DLOCK_OK with *done when that was all; with !*done the
- * caller goes on with gl_resolve, which tells a name gl_take took (no
- * marker, a counter run out, a full table: gl_fenced then moves the
- * epoch) from a busy one, and waits for the latter. Any other failure is
- * reported with the name let go of.
+ * The uncontended path, one round trip: gl_take tries the name and bumps
+ * its counter. DLOCK_OK or a failure with *done; a name taken whose token
+ * is not drawn yet (its first use since the server started, a counter
+ * run out) gets it from gl_fenced, which falls back on the marker and
+ * moves the epoch. With !*done (busy, or a full table, after which the
+ * name may be held) the caller goes on with gl_resolve. Any other failure
+ * is reported with the name let go of.
  */
 static int gl_try(struct dlock__my_session *ms,
                   const struct dlock_request *req,
@@ -361,22 +361,24 @@ static int gl_try(struct dlock__my_session *ms,
     unsigned e;
     int rc;
 
-    *done = false;
+    *done = true;
     dlock__my_bind_blob(&p[0], key, MY_KEY_LEN);
     dlock__my_bind_text(&p[1], req->owner, req->owner_len);
     dlock__my_bind_text(&p[2], ul, ul_len);
     e = dlock__my_fence_with(c, &gl_take, p, &rows, &grant->fence);
     if (e == 0 && rows > 0 && grant->fence != 0) {
         ms->ngrants++;
-        *done = true;
         return DLOCK_OK;
     }
-    if (e == 0 || e == ER_RECORD_FILE_FULL)
+    if (e == 0 && rows > 0)
+        return gl_fenced(ms, req, key, ul, ul_len, grant);
+    if (e == 0 || e == ER_RECORD_FILE_FULL) {
+        *done = false;
         return DLOCK_OK;
+    }
     rc = dlock__my_fail(ms, c, "GET_LOCK with its fence");
     if (!c->broken)
         gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null);
-    *done = true;
     return rc;
 }
 

@@ -248,29 +248,28 @@ size_t dlock__my_slot_name(const struct dlock__my_ctx *x, const char *name,
 extern const char dlock__my_fence_ddl[], dlock__my_epoch_ddl[];
 
 /*
- * The pieces of the draw, for a mode whose lock statement draws the fence
- * in its own round trip (fence.c's header):
- *     MY_FENCE_INSERT "SELECT <key>, " MY_FENCE_DRAW ", <owner> FROM
- *     `%1$s_fmem` m <and the lock's tables> WHERE m.lock_key = "
- *     MY_FENCE_MARKER " AND <the lock taken>" MY_FENCE_UPSERT
- * The SELECT yields a row only where the marker is and the lock was taken;
- * run it with dlock__my_fence_with(). %1$s is the table's base name.
+ * A mode's try that draws the token in its own statement (fence.c's
+ * header, "the try"):
+ *     MY_FENCE_INSERT "SELECT <key>, 0, <owner> FROM <the lock>
+ *     WHERE <the lock taken>" MY_FENCE_NEXT
+ * The SELECT yields a row only where the lock was taken. A name's counter
+ * row goes up by one; a name without one gets a row of 0, which draws
+ * nothing (dlock__my_fence() then draws from the marker); nor does a
+ * counter that ran out. Run it with dlock__my_fence_with(). %1$s is the
+ * table's base name.
  */
-#define MY_FENCE_MARKER "REPEAT(X'00', 32)" /* no SHA-256 of a name */
 #define MY_FENCE_INSERT "INSERT INTO `%1$s_fmem` (lock_key, fence, owner) "
-#define MY_FENCE_DRAW "LAST_INSERT_ID(m.fence << 40 | 1)"
-#define MY_FENCE_UPSERT                                                    \
-    " ON DUPLICATE KEY UPDATE "                                            \
-    "fence = IF(`%1$s_fmem`.fence >= VALUES(fence) | 0xFFFFFFFFFF, "       \
+#define MY_FENCE_NEXT                                                      \
+    " ON DUPLICATE KEY UPDATE fence = IF(`%1$s_fmem`.fence = 0 OR "        \
+    "`%1$s_fmem`.fence & 0xFFFFFFFFFF = 0xFFFFFFFFFF, "                    \
     "`%1$s_fmem`.fence + LAST_INSERT_ID(0), "                              \
-    "LAST_INSERT_ID(GREATEST(`%1$s_fmem`.fence + 1, VALUES(fence)))), "    \
-    "owner = VALUES(owner)"
+    "LAST_INSERT_ID(`%1$s_fmem`.fence + 1)), owner = VALUES(owner)"
 
-/* Run q, a lock statement built from the pieces above, with params: 0 and
- * *rows, the rows it wrote (0: no lock taken, or no marker: the statement
- * cannot say which), and *out, the token (0: none; with *rows > 0 the
- * lock is held but the counter ran out, and dlock__my_fence() moves to a
- * new epoch). Or an error number, after which the lock may be held. */
+/* Run q, a try built as above, with params: 0 and *rows, the rows it
+ * wrote (0: the lock was not taken), and *out, the token (0: none; with
+ * *rows > 0 the lock is held, and dlock__my_fence() draws the token: from
+ * the marker for a new row, in a new epoch for a counter run out). Or an
+ * error number, after which the lock may be held. */
 unsigned dlock__my_fence_with(struct dlock__my_conn *c,
                               const struct dlock__my_stmt *q,
                               MYSQL_BIND *params, my_ulonglong *rows,

@@ -1518,23 +1518,23 @@ static void expect_free(int m, const char *name)
 }
 
 /*
- * The draw in the lock's statement, against its other outcomes: the
- * marker missing (the statement writes no row, and cannot say whether
- * the lock was taken) still grants, in a new epoch; a busy name is
- * EBUSY, also with the marker missing, and leaves nothing held; one
- * release frees a get_lock name (GET_LOCK ran once: a second run would
- * have counted the name twice).
+ * The try that bumps the counter in the lock's statement, against its
+ * other outcomes: a name without a counter row (its first use) and a
+ * counter with the marker gone draw from the marker, in a new epoch when
+ * it is missing; a counter row goes on by one without it; a busy name is
+ * EBUSY and leaves nothing held; one release frees a get_lock name
+ * (GET_LOCK ran once: a second run would have counted the name twice).
  */
 static void mysql__fence_drawn_with_the_lock(void **state)
 {
     (void)state;
     for (int m = 0; m < 2; m++) {
         const char *t = drawing[m][1];
-        char extra[64];
+        char extra[64], fresh[64];
         dlock_client *c, *o;
         dlock_lock *lk, *x;
         const char *name = h_name("drawn");
-        uint64_t f1, f2;
+        uint64_t f1, f2, f3, fx;
 
         snprintf(extra, sizeof extra, "table=%s", t);
         c = client_for(drawing[m][0], extra);
@@ -1552,24 +1552,29 @@ static void mysql__fence_drawn_with_the_lock(void **state)
                  t);
         assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
         f2 = dlock_fence(lk);
-        assert_true(EPOCH(f2) > EPOCH(f1));
+        assert_int_equal(f2, f1 + 1);
         assert_int_equal(dlock_try_acquire(x), DLOCK_EBUSY);
         assert_int_equal(dlock_release(lk), DLOCK_OK);
         expect_free(m, name);
+        snprintf(fresh, sizeof fresh, "%s", h_name("drawn"));
+        f3 = fence_of(c, fresh);
+        assert_true(EPOCH(f3) > EPOCH(f1));
+        expect_free(m, fresh);
 
         assert_int_equal(dlock_try_acquire(x), DLOCK_OK);
-        adm_exec("DELETE FROM %s_fmem WHERE lock_key = REPEAT(X'00', 32)",
-                 t);
+        fx = dlock_fence(x);
+        assert_true(fx > f2);
         assert_int_equal(dlock_try_acquire(lk), DLOCK_EBUSY);
         assert_int_equal(dlock_release(x), DLOCK_OK);
         expect_free(m, name);
         assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
-        assert_true(dlock_fence(lk) > f2);
+        assert_true(dlock_fence(lk) > fx);
         assert_int_equal(dlock_release(lk), DLOCK_OK);
         expect_free(m, name);
-        fprintf(stderr, "  %s: %llx, then %llx without the marker\n",
+        fprintf(stderr, "  %s: %llx, %llx without the marker; a new name "
+                        "%llx\n",
                 drawing[m][0], (unsigned long long)f1,
-                (unsigned long long)f2);
+                (unsigned long long)f2, (unsigned long long)f3);
         dlock_lock_free(lk);
         dlock_lock_free(x);
         dlock_client_close(c);
