@@ -40,8 +40,8 @@ static const char fu_ddl_rows[] =
     " PRIMARY KEY (lock_key)"
     ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
 
-static const char *const fu_ddl[] = {fu_ddl_rows, dlock__my_fence_ddl,
-                                     dlock__my_epoch_ddl,
+static const char *const fu_ddl[] = {fu_ddl_rows, dlock__my_epoch_ddl,
+                                     dlock__my_fence_ddl,
                                      dlock__my_latch_ddl, NULL};
 
 /* Each lock connection's first statements. A lock wait of 0 is NOWAIT on

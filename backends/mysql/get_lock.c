@@ -35,8 +35,8 @@
 /* ---- statements ---------------------------------------------------------- */
 
 /* No table but the fences' (and the latches'). */
-static const char *const gl_ddl[] = {dlock__my_fence_ddl,
-                                     dlock__my_epoch_ddl,
+static const char *const gl_ddl[] = {dlock__my_epoch_ddl,
+                                     dlock__my_fence_ddl,
                                      dlock__my_latch_ddl, NULL};
 
 enum {

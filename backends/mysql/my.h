@@ -244,7 +244,9 @@ size_t dlock__my_slot_name(const struct dlock__my_ctx *x, const char *name,
 /* ---- fence.c: the fencing tokens ----------------------------------------- */
 
 /* The counters' MEMORY table and the durable epoch's table: part of
- * every mode's ddl. */
+ * every mode's ddl, the epoch's first. The epoch's statements create no
+ * table, so a client that finds <table>_fmem made by another (its bump
+ * prepares) must find <table>_epoch made already too. */
 extern const char dlock__my_fence_ddl[], dlock__my_epoch_ddl[];
 
 /*
