@@ -38,6 +38,28 @@
  * of the session that created the table, or that opened it first after a
  * restart), after which the counters of older epochs are deleted.
  *
+ * The try: get_lock and for_update bump in the lock's own statement, so
+ * the lock and its token take one round trip. It reads no marker, which
+ * costs about half the bump's work in the server (5.5 µs over a bare
+ * GET_LOCK, measured; about 3 µs without the marker):
+ *     INSERT INTO t_fmem (lock_key, fence, owner)
+ *     SELECT ?, 0, ? FROM <the lock> WHERE <the lock taken>
+ *     ON DUPLICATE KEY UPDATE fence = IF(fence = 0 OR <counter used up>,
+ *         fence + LAST_INSERT_ID(0), LAST_INSERT_ID(fence + 1)), owner = …
+ * (my.h's MY_FENCE_*; <the lock taken>: GET_LOCK(?, 0) = 1, or the row
+ * read FOR UPDATE NOWAIT). A counter row of this server's life goes up by
+ * one: whatever epoch it is in, its next value is above all it gave, and
+ * it was made from a marker, so its epoch is one committed before it (the
+ * argument below holds for it as for the bump). A name without a row
+ * gets a row of 0 and no token, as does a counter used up, and a 0 row
+ * never gives one; the mode then runs the bump above (dlock__my_fence),
+ * which takes its epoch from the marker (GREATEST lifts the 0) or moves to
+ * a new one. So after a restart, when every row is gone, every token
+ * comes from the marker again. A try never waits (it holds the MEMORY
+ * table, which locks whole tables): waits are statements of their own,
+ * followed by the bump. With the marker deleted by hand and the rows
+ * kept, existing counters go on in their epoch; new names move the epoch.
+ *
  * Moving to a new epoch (fence_epoch), on a connection outside any
  * transaction:
  *   1. read the marker (seen) and the durable epoch (d0);
@@ -53,10 +75,11 @@
  * committed, so after a crash the durable epoch is at least every marker
  * used before, and the next one is above it; within one life of the
  * server the marker never goes down, and each counter only goes up
- * (GREATEST), or is deleted (full table) only once the marker is above
- * it, so its next value starts above everything it gave. A marker set
- * before the COMMIT could outlive a rolled-back transaction (MEMORY is not
- * transactional) and hand out an epoch that the next crash gives again.
+ * (GREATEST; the try's + 1), or is deleted (full table) only once the
+ * marker is above it, so its next value starts above everything it gave.
+ * A marker set before the COMMIT could outlive a rolled-back transaction
+ * (MEMORY is not transactional) and hand out an epoch that the next crash
+ * gives again.
  *
  * The crash semantics this relies on (MariaDB 10.11, MySQL 8): the MEMORY
  * engine keeps rows in the server's memory only and writes no redo or
@@ -128,9 +151,9 @@ const char dlock__my_epoch_ddl[] =
 
 static const struct dlock__my_stmt fence_bump = {
     MY_SLOT_FENCE,
-    "INSERT INTO `%1$s_fmem` (lock_key, fence, owner) "
-    "SELECT ?, LAST_INSERT_ID(m.fence << 40 | 1), ? FROM `%1$s_fmem` m "
-    "WHERE m.lock_key = " MY_MARKER " ON DUPLICATE KEY UPDATE "
+    MY_FENCE_INSERT "SELECT ?, LAST_INSERT_ID(m.fence << 40 | 1), ? "
+    "FROM `%1$s_fmem` m WHERE m.lock_key = " MY_MARKER " "
+    "ON DUPLICATE KEY UPDATE "
     "fence = IF(`%1$s_fmem`.fence >= VALUES(fence) | 0xFFFFFFFFFF, "
     "`%1$s_fmem`.fence + LAST_INSERT_ID(0), "
     "LAST_INSERT_ID(GREATEST(`%1$s_fmem`.fence + 1, VALUES(fence)))), "
@@ -350,6 +373,24 @@ unsigned dlock__my_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
     return dlock__my_note(c, CR_UNKNOWN_ERROR,
                           "no fence after moving to a new epoch "
                           "repeatedly (table _fmem full or cleared?)");
+}
+
+unsigned dlock__my_fence_with(struct dlock__my_conn *c,
+                              const struct dlock__my_stmt *q,
+                              MYSQL_BIND *params, my_ulonglong *rows,
+                              uint64_t *out)
+{
+    unsigned e;
+
+    *rows = 0;
+    *out = 0;
+    if ((e = dlock__my_exec(c, q, params)) != 0)
+        return e;
+    /* CLIENT_FOUND_ROWS: a row written, or matched by the upsert and left
+     * as it was (the counter ran out), counts. */
+    *rows = dlock__my_affected(c, q);
+    *out = (uint64_t)mysql_stmt_insert_id(c->st[q->slot]);
+    return 0;
 }
 
 unsigned dlock__my_fence_prepare(struct dlock__my_conn *c)

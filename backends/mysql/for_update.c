@@ -12,7 +12,12 @@
  * the counters are a MEMORY table, which a rollback (a killed connection)
  * does not undo, and a restart empties under a new epoch (fence.c). Only
  * a move to a new epoch, which commits, goes over a second connection,
- * one per client.
+ * one per client. A try is tried first, and locks the row and draws the
+ * token in one statement (fu_try), so an uncontended acquire + release
+ * is two round trips, as for the bare lock; a wait (or a name's first
+ * use, or a full table) takes the row and then bumps the fence, and a
+ * name's first acquire since the server started bumps it with a second
+ * statement, from the marker.
  *
  * What it shares with get_lock (the silence limit, renewal by ping) is
  * bound.c's; the raw floor of this mode is floor.c's.
@@ -35,8 +40,8 @@ static const char fu_ddl_rows[] =
     " PRIMARY KEY (lock_key)"
     ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
 
-static const char *const fu_ddl[] = {fu_ddl_rows, dlock__my_fence_ddl,
-                                     dlock__my_epoch_ddl,
+static const char *const fu_ddl[] = {fu_ddl_rows, dlock__my_epoch_ddl,
+                                     dlock__my_fence_ddl,
                                      dlock__my_latch_ddl, NULL};
 
 /* Each lock connection's first statements. A lock wait of 0 is NOWAIT on
@@ -52,6 +57,8 @@ enum {
     FU_ROW_NOWAIT_SH,
     FU_ROW_WAIT_SH,
     FU_ROW_CREATE,
+    FU_TAKE,
+    FU_TAKE_SH,
     FU_SLOTS
 };
 _Static_assert(FU_SLOTS <= MY_SLOTS, "for_update: too many statements");
@@ -81,6 +88,22 @@ static const struct dlock__my_stmt fu_row_wait_sh = {
 static const struct dlock__my_stmt fu_row_create = {
     FU_ROW_CREATE,
     "INSERT IGNORE INTO `%s_rows` (lock_key, name) VALUES (?, ?)"};
+
+/*
+ * A try and its fence in one round trip (my.h's MY_FENCE_*): the row
+ * locked NOWAIT, and the counter bumped from the same SELECT, so it is
+ * written only where the row was locked. Never a wait here: the
+ * statement holds the counters' table (MEMORY locks whole tables). No
+ * row written: the name's row is missing (its first use), and fu_acquire
+ * takes the slow path, which creates it.
+ */
+#define FU_TAKE_SQL(lock)                                                  \
+    MY_FENCE_INSERT "SELECT lock_key, 0, ? FROM `%1$s_rows` "              \
+                    "WHERE lock_key = ? " lock MY_FENCE_NEXT
+static const struct dlock__my_stmt fu_take_x = {
+    FU_TAKE, FU_TAKE_SQL("FOR UPDATE NOWAIT")};
+static const struct dlock__my_stmt fu_take_sh = {
+    FU_TAKE_SH, FU_TAKE_SQL("LOCK IN SHARE MODE NOWAIT")};
 
 /* ---- the fence ---------------------------------------------------------- */
 
@@ -220,25 +243,82 @@ static int fu_take(struct dlock__my_session *ms,
                                ms->x->table);
 }
 
+/*
+ * The uncontended path, one round trip (fu_take_x or fu_take_sh):
+ * DLOCK_OK or a failure with *done. A row locked whose token is not drawn
+ * yet (the name's first bump since the server started, a counter run out)
+ * gets it from fu_fence, which falls back on the marker and moves the
+ * epoch. Busy without a deadline is EBUSY at once. With !*done the caller
+ * goes on with fu_take and fu_fence in the same transaction, as before
+ * this path existed: when busy with a deadline (fu_take waits), when the
+ * name's row is missing (fu_take creates it), or when the table is full
+ * (the row may be locked already, which fu_take finds at once). Other
+ * failures roll back, which lets any lock go.
+ */
+/* Report the connection's last error as what failed, and roll back: the
+ * row, if it was locked, is let go of. */
+static int fu_undo(struct dlock__my_session *ms, const char *what)
+{
+    int rc = dlock__my_fail(ms, &ms->conn, what);
+
+    mysql_rollback(ms->conn.db);
+    return rc;
+}
+
+static int fu_try(struct dlock__my_session *ms,
+                  const struct dlock_request *req,
+                  const uint8_t key[MY_KEY_LEN], int64_t deadline_ms,
+                  struct dlock_grant *grant, uint32_t *retry_ms, bool *done)
+{
+    struct dlock__my_conn *c = &ms->conn;
+    bool shared = req->kind == DLOCK_KIND_SHARED;
+    MYSQL_BIND p[2];
+    my_ulonglong rows;
+    unsigned e;
+
+    *done = true;
+    /* A reader does not name itself (fu_fence). */
+    dlock__my_bind_text(&p[0], shared ? "" : req->owner,
+                        shared ? 0 : req->owner_len);
+    dlock__my_bind_blob(&p[1], key, MY_KEY_LEN);
+    e = dlock__my_fence_with(c, shared ? &fu_take_sh : &fu_take_x, p, &rows,
+                             &grant->fence);
+    if (e == 0 && rows > 0) {
+        if (grant->fence == 0 && fu_fence(ms, req, key, &grant->fence) != 0)
+            return fu_undo(ms, "fence");
+        ms->ngrants++;
+        return DLOCK_OK;
+    }
+    if (dlock__my_code(e) == DLOCK_EBUSY && deadline_ms == 0)
+        return dlock__my_busy(deadline_ms, false, retry_ms);
+    if (e == 0 || e == ER_RECORD_FILE_FULL ||
+        dlock__my_code(e) == DLOCK_EBUSY) {
+        *done = false;
+        return DLOCK_OK;
+    }
+    return fu_undo(ms, "SELECT … FOR UPDATE with its fence");
+}
+
 static int fu_acquire(struct dlock_session *s, const struct dlock_request *req,
                       int64_t deadline_ms, struct dlock_grant *grant,
                       uint32_t *retry_ms)
 {
     struct dlock__my_session *ms = (struct dlock__my_session *)s;
     uint8_t key[MY_KEY_LEN];
+    bool done;
     int rc;
 
     if ((rc = dlock__my_bound_begin(ms, req)) != DLOCK_OK)
         return rc;
     dlock__my_key(ms->x, req->name, req->name_len, key);
+    rc = fu_try(ms, req, key, deadline_ms, grant, retry_ms, &done);
+    if (done)
+        return rc;
     if ((rc = fu_take(ms, req, key, deadline_ms, retry_ms)) != DLOCK_OK)
         return rc;
     /* Held until COMMIT, or until this connection ends. */
-    if (fu_fence(ms, req, key, &grant->fence) != 0) {
-        rc = dlock__my_fail(ms, &ms->conn, "fence");
-        mysql_rollback(ms->conn.db);
-        return rc;
-    }
+    if (fu_fence(ms, req, key, &grant->fence) != 0)
+        return fu_undo(ms, "fence");
     ms->ngrants++;
     return DLOCK_OK;
 }
@@ -360,7 +440,7 @@ const struct dlock__my_mode dlock__my_mode_for_update = {
             .release = fu_release,
             .inspect = fu_inspect,
             .floor = fu_floor,
-            .fence_floor = dlock__my_fence_floor,
+            /* No fence_floor: the lock's own request draws it. */
             .forget = dlock__my_forget,
             .latch = &dlock__my_latch,
             .floor_wait = fu_floor_wait,

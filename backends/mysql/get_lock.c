@@ -6,6 +6,13 @@
  * waits for us, with fractional-second timeouts on MariaDB. The name the
  * server sees is keys.c's (the name itself when short, else a hash).
  *
+ * A lock is tried first with its fence in the same statement (gl_try):
+ * an uncontended acquire + release is two round trips, as for the bare
+ * GET_LOCK and RELEASE_LOCK, and starts no thread (only a wait watches
+ * for a cancel). A wait (or a try failed for a full table) goes through
+ * gl_resolve and then bumps the fence; a name's first acquire since the
+ * server started bumps it with a second statement, from the marker.
+ *
  * Counting semaphores: a semaphore of N permits is N named locks, its
  * slots, and a permit is one slot held (the design is under "permits"
  * below).
@@ -28,8 +35,8 @@
 /* ---- statements ---------------------------------------------------------- */
 
 /* No table but the fences' (and the latches'). */
-static const char *const gl_ddl[] = {dlock__my_fence_ddl,
-                                     dlock__my_epoch_ddl,
+static const char *const gl_ddl[] = {dlock__my_epoch_ddl,
+                                     dlock__my_fence_ddl,
                                      dlock__my_latch_ddl, NULL};
 
 enum {
@@ -38,6 +45,8 @@ enum {
     GL_IS_USED_LOCK,
     GL_PERMIT_TRY,
     GL_PERMIT_COUNT,
+    GL_TAKE,
+    GL_RESOLVE,
     GL_SLOTS
 };
 _Static_assert(GL_SLOTS <= MY_SLOTS, "get_lock: too many statements");
@@ -51,6 +60,30 @@ static const struct dlock__my_stmt gl_release_lock = {
 /* The holder's connection id, or NULL. */
 static const struct dlock__my_stmt gl_is_used_lock = {
     GL_IS_USED_LOCK, "SELECT IS_USED_LOCK(?)"};
+
+/*
+ * A lock's try and its fence in one round trip (my.h's MY_FENCE_*): the
+ * row to write is selected only where GET_LOCK(?, 0) granted, and the
+ * name's counter goes up. Wait 0: nothing may wait while the statement
+ * holds the counters' table (MEMORY locks whole tables). GET_LOCK must
+ * run once: a second run would take the name twice (reentrant) and one
+ * RELEASE_LOCK would not free it. A SELECT without tables evaluates its
+ * WHERE once, at execution (GET_LOCK has side effects and is never
+ * folded); measured on MariaDB 10.11, and mysql/fence checks from
+ * another connection that one release frees the name. No row written:
+ * the name was busy.
+ */
+static const struct dlock__my_stmt gl_take = {
+    GL_TAKE, MY_FENCE_INSERT "SELECT ?, 0, ? FROM DUAL "
+                             "WHERE GET_LOCK(?, 0) = 1" MY_FENCE_NEXT};
+
+/* After gl_take wrote no row, or failed: 2 if this connection holds the
+ * name already (gl_take took it before its write failed: a full table),
+ * else GET_LOCK(?, ?) (1 granted, 0 timed out, NULL an error). IF
+ * evaluates the branch it picks only. */
+static const struct dlock__my_stmt gl_resolve = {
+    GL_RESOLVE,
+    "SELECT IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 2, GET_LOCK(?, ?))"};
 
 /* Permits: the first of GL_TRY slot names that GET_LOCK(slot, 0) grants,
  * by its position, or -1; why it never takes two is under "permits". */
@@ -115,20 +148,30 @@ static double gl_wait_s(const struct dlock__my_session *ms,
     return left > 0 ? (double)left / 1000.0 : 0;
 }
 
-/* GET_LOCK(ul, wait_s), cancellable [B-CANCEL-1]: DLOCK_OK with *got, or
- * the code to return (reported). */
-static int gl_wait(struct dlock__my_session *ms, const char *ul,
+/* q (gl_get_lock or gl_resolve) on ul, waiting wait_s; a wait is
+ * cancellable [B-CANCEL-1]: DLOCK_OK with *got, or the code to return
+ * (reported). A statement that cannot wait starts no watcher thread. */
+static int gl_wait(struct dlock__my_session *ms,
+                   const struct dlock__my_stmt *q, const char *ul,
                    size_t ul_len, double wait_s, bool *got)
 {
     struct dlock__my_conn *c = &ms->conn;
-    struct dlock__my_kill kill;
+    struct dlock__my_kill kill = {.started = false};
+    MYSQL_BIND p[3];
     long long v;
     my_flag null;
+    bool found;
     unsigned e;
+    size_t n = 0;
 
-    dlock__my_kill_arm(&kill, ms);
-    e = gl_call(c, &gl_get_lock, ul, ul_len, &wait_s, &v, &null);
-    if (dlock__my_kill_disarm(&kill)) {
+    if (q == &gl_resolve)
+        dlock__my_bind_text(&p[n++], ul, ul_len);
+    dlock__my_bind_text(&p[n++], ul, ul_len);
+    dlock__my_bind_f64(&p[n], &wait_s);
+    if (wait_s > 0)
+        dlock__my_kill_arm(&kill, ms);
+    e = dlock__my_select_i64(c, q, p, &v, &null, &found);
+    if (wait_s > 0 && dlock__my_kill_disarm(&kill)) {
         /* Cancelled: granted or not, let go of the name (RELEASE_LOCK
          * frees it only if this connection holds it). */
         gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null);
@@ -136,14 +179,19 @@ static int gl_wait(struct dlock__my_session *ms, const char *ul,
                                    dlock_session_cancelled(&ms->base),
                                    "GET_LOCK: cancelled");
     }
-    if (e != 0)
-        return dlock__my_fail(ms, c, "GET_LOCK");
-    if (null)
-        return dlock_session_error(&ms->base, DLOCK_ERROR,
-                                   "GET_LOCK returned NULL (the wait was "
-                                   "killed, or the server ran out of "
-                                   "memory)");
-    *got = v == 1;
+    if (e != 0 || null) {
+        /* Held or not (gl_take may have taken it before gl_resolve
+         * failed), the name is let go of while the connection lives. */
+        int rc = e != 0 ? dlock__my_fail(ms, c, "GET_LOCK")
+                        : dlock_session_error(&ms->base, DLOCK_ERROR,
+                                              "GET_LOCK returned NULL (the "
+                                              "wait was killed, or the "
+                                              "server ran out of memory)");
+        if (!c->broken)
+            gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null);
+        return rc;
+    }
+    *got = v == 1 || v == 2; /* 2: gl_resolve found it held already */
     return DLOCK_OK;
 }
 
@@ -278,7 +326,8 @@ static int gl_permit_acquire(struct dlock__my_session *ms,
         slot = start;
         ul_len = gl_name(ms, req, slot, key, ul);
         wait_s = gl_wait_s(ms, deadline_ms, ms->x->slice_ms);
-        if ((rc = gl_wait(ms, ul, ul_len, wait_s, &got)) != DLOCK_OK)
+        if ((rc = gl_wait(ms, &gl_get_lock, ul, ul_len, wait_s, &got)) !=
+            DLOCK_OK)
             return rc;
         if (!got)
             return dlock__my_busy(deadline_ms, true, retry_ms);
@@ -289,6 +338,49 @@ static int gl_permit_acquire(struct dlock__my_session *ms,
 }
 
 /* ---- acquire ------------------------------------------------------------- */
+
+/*
+ * The uncontended path, one round trip: gl_take tries the name and bumps
+ * its counter. DLOCK_OK or a failure with *done; a name taken whose token
+ * is not drawn yet (its first use since the server started, a counter
+ * run out) gets it from gl_fenced, which falls back on the marker and
+ * moves the epoch. With !*done (busy, or a full table, after which the
+ * name may be held) the caller goes on with gl_resolve. Any other failure
+ * is reported with the name let go of.
+ */
+static int gl_try(struct dlock__my_session *ms,
+                  const struct dlock_request *req,
+                  const uint8_t key[MY_KEY_LEN], const char *ul,
+                  size_t ul_len, struct dlock_grant *grant, bool *done)
+{
+    struct dlock__my_conn *c = &ms->conn;
+    MYSQL_BIND p[3];
+    my_ulonglong rows;
+    long long v;
+    my_flag null;
+    unsigned e;
+    int rc;
+
+    *done = true;
+    dlock__my_bind_blob(&p[0], key, MY_KEY_LEN);
+    dlock__my_bind_text(&p[1], req->owner, req->owner_len);
+    dlock__my_bind_text(&p[2], ul, ul_len);
+    e = dlock__my_fence_with(c, &gl_take, p, &rows, &grant->fence);
+    if (e == 0 && rows > 0 && grant->fence != 0) {
+        ms->ngrants++;
+        return DLOCK_OK;
+    }
+    if (e == 0 && rows > 0)
+        return gl_fenced(ms, req, key, ul, ul_len, grant);
+    if (e == 0 || e == ER_RECORD_FILE_FULL) {
+        *done = false;
+        return DLOCK_OK;
+    }
+    rc = dlock__my_fail(ms, c, "GET_LOCK with its fence");
+    if (!c->broken)
+        gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null);
+    return rc;
+}
 
 static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
                       int64_t deadline_ms, struct dlock_grant *grant,
@@ -307,9 +399,13 @@ static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
     if (req->kind == DLOCK_KIND_PERMIT)
         return gl_permit_acquire(ms, req, deadline_ms, grant, retry_ms);
     ul_len = gl_name(ms, req, 0, key, ul);
+    if ((rc = gl_try(ms, req, key, ul, ul_len, grant, &got)) != DLOCK_OK ||
+        got)
+        return rc;
     /* The server waits for us, in fractions of a second. */
     wait_s = gl_wait_s(ms, deadline_ms, INT64_MAX);
-    if ((rc = gl_wait(ms, ul, ul_len, wait_s, &got)) != DLOCK_OK)
+    if ((rc = gl_wait(ms, &gl_resolve, ul, ul_len, wait_s, &got)) !=
+        DLOCK_OK)
         return rc;
     if (!got)
         return dlock__my_busy(deadline_ms, wait_s > 0, retry_ms);
@@ -459,7 +555,7 @@ const struct dlock__my_mode dlock__my_mode_get_lock = {
             .release = gl_release,
             .inspect = gl_inspect,
             .floor = gl_floor,
-            .fence_floor = dlock__my_fence_floor,
+            /* No fence_floor: the lock's own request draws it. */
             .forget = dlock__my_forget,
             .latch = &dlock__my_latch,
             .floor_wait = gl_floor_wait,

@@ -49,8 +49,8 @@ static const char ins_ddl_locks[] =
     " PRIMARY KEY (lock_key)"
     ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
 
-static const char *const ins_ddl[] = {ins_ddl_locks, dlock__my_fence_ddl,
-                                     dlock__my_epoch_ddl,
+static const char *const ins_ddl[] = {ins_ddl_locks, dlock__my_epoch_ddl,
+                                      dlock__my_fence_ddl,
                                       dlock__my_latch_ddl, NULL};
 
 enum {

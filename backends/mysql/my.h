@@ -244,8 +244,38 @@ size_t dlock__my_slot_name(const struct dlock__my_ctx *x, const char *name,
 /* ---- fence.c: the fencing tokens ----------------------------------------- */
 
 /* The counters' MEMORY table and the durable epoch's table: part of
- * every mode's ddl. */
+ * every mode's ddl, the epoch's first. The epoch's statements create no
+ * table, so a client that finds <table>_fmem made by another (its bump
+ * prepares) must find <table>_epoch made already too. */
 extern const char dlock__my_fence_ddl[], dlock__my_epoch_ddl[];
+
+/*
+ * A mode's try that draws the token in its own statement (fence.c's
+ * header, "the try"):
+ *     MY_FENCE_INSERT "SELECT <key>, 0, <owner> FROM <the lock>
+ *     WHERE <the lock taken>" MY_FENCE_NEXT
+ * The SELECT yields a row only where the lock was taken. A name's counter
+ * row goes up by one; a name without one gets a row of 0, which draws
+ * nothing (dlock__my_fence() then draws from the marker); nor does a
+ * counter that ran out. Run it with dlock__my_fence_with(). %1$s is the
+ * table's base name.
+ */
+#define MY_FENCE_INSERT "INSERT INTO `%1$s_fmem` (lock_key, fence, owner) "
+#define MY_FENCE_NEXT                                                      \
+    " ON DUPLICATE KEY UPDATE fence = IF(`%1$s_fmem`.fence = 0 OR "        \
+    "`%1$s_fmem`.fence & 0xFFFFFFFFFF = 0xFFFFFFFFFF, "                    \
+    "`%1$s_fmem`.fence + LAST_INSERT_ID(0), "                              \
+    "LAST_INSERT_ID(`%1$s_fmem`.fence + 1)), owner = VALUES(owner)"
+
+/* Run q, a try built as above, with params: 0 and *rows, the rows it
+ * wrote (0: the lock was not taken), and *out, the token (0: none; with
+ * *rows > 0 the lock is held, and dlock__my_fence() draws the token: from
+ * the marker for a new row, in a new epoch for a counter run out). Or an
+ * error number, after which the lock may be held. */
+unsigned dlock__my_fence_with(struct dlock__my_conn *c,
+                              const struct dlock__my_stmt *q,
+                              MYSQL_BIND *params, my_ulonglong *rows,
+                              uint64_t *out);
 /* Bump key's counter on c, record owner as the one who took it and read
  * the new token. What commits (the move to a new epoch, a missing table's
  * CREATE) runs on c if side is NULL (c autocommits), else over side's own

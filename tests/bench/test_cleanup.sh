@@ -92,8 +92,9 @@ keys=()
 for ((i = 0; i < n; i++)); do keys+=("results.$i.cleanup.measured:=true"); done
 check "every URI's cleanup is measured in the JSON" \
     "$CHECK_JSON" "$work/c.json" "${keys[@]}"
-# The fence figure: a number for file, pg and mysql (a request of its
-# own), "-" for redis, zk, etcd and pg lease (inside the lock's request).
+# The fence figure: a number for file, pg and mysql insert (a request of
+# its own), "-" for redis, zk, etcd, pg lease and mysql get_lock and
+# for_update (inside the lock's request).
 fence_col() { # ROW: the last column of the uncontended table's row
     sed -n '/^uncontended:/,/^$/p' "$work/table" |
         awk -v r="$1" '$1 == r { print $NF }'
@@ -103,7 +104,9 @@ check "redis setnx's fence is inside its script" test "$(fence_col 2)" = "-"
 check "zk's fence is the czxid" test "$(fence_col 6)" = "-"
 check "pg advisory's fence is timed" test "$(fence_col 8)" != "-"
 check "pg lease's fence is in its claim" test "$(fence_col 11)" = "-"
-check "mysql get_lock's fence is timed" test "$(fence_col 12)" != "-"
+check "mysql get_lock's fence is in its try" test "$(fence_col 12)" = "-"
+check "mysql for_update's fence is in its try" test "$(fence_col 13)" = "-"
+check "mysql insert's fence is timed" test "$(fence_col 14)" != "-"
 check "etcd's fence is the revision" test "$(fence_col 15)" = "-"
 # The contended floor: the server's own waiting request where the mode has
 # one (pg advisory, advisory_xact, for_update; mysql get_lock, for_update),

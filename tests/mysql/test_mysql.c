@@ -1462,36 +1462,124 @@ static void mysql__fence_counter_runs_out(void **state)
     }
 }
 
+/* The modes whose lock statement draws the fence too (fence.c's
+ * MY_FENCE_*), and a table of each's own. */
+static const char *const drawing[][2] = {{"get_lock", "dlock_full"},
+                                         {"for_update", "dlock_fullfu"}};
+
 /* A full MEMORY table (the smallest max_heap_table_size: a hundred rows
  * or so) moves to a new epoch and drops the older counters: every name
- * still gets tokens, each name's still increase. */
+ * still gets tokens, each name's still increase. In the modes that draw
+ * in the lock's statement, the failed draw may follow the lock taken. */
 static void mysql__fence_table_full(void **state)
 {
     enum { NAMES = 400, AGAIN = 50 };
-    dlock_client *c = client_for("get_lock", "table=dlock_full");
     static char names[NAMES][64];
     static uint64_t first[NAMES];
-    long long epoch0;
 
     (void)state;
-    adm_exec("DROP TABLE IF EXISTS dlock_full_fmem, dlock_full_epoch");
-    fence_of(c, h_name("full"));
-    epoch0 = adm_int("SELECT epoch FROM dlock_full_epoch");
-    /* ALTER builds the table again, with this session's size limit. */
-    adm_exec("SET SESSION max_heap_table_size = 16384");
-    adm_exec("ALTER TABLE dlock_full_fmem ENGINE=MEMORY");
-    for (int i = 0; i < NAMES; i++) {
-        snprintf(names[i], sizeof names[i], "%s", h_name("full"));
-        first[i] = fence_of(c, names[i]);
+    for (int m = 0; m < 2; m++) {
+        const char *t = drawing[m][1];
+        char extra[64];
+        dlock_client *c;
+        long long epoch0;
+
+        snprintf(extra, sizeof extra, "table=%s", t);
+        c = client_for(drawing[m][0], extra);
+        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch", t, t);
+        fence_of(c, h_name("full"));
+        epoch0 = adm_int("SELECT epoch FROM %s_epoch", t);
+        /* ALTER builds the table again, with this session's size limit. */
+        adm_exec("SET SESSION max_heap_table_size = 16384");
+        adm_exec("ALTER TABLE %s_fmem ENGINE=MEMORY", t);
+        for (int i = 0; i < NAMES; i++) {
+            snprintf(names[i], sizeof names[i], "%s", h_name("full"));
+            first[i] = fence_of(c, names[i]);
+        }
+        for (int i = 0; i < AGAIN; i++)
+            assert_true(fence_of(c, names[i]) > first[i]);
+        fprintf(stderr, "  %s, %d names: epoch %lld to %lld, %lld rows "
+                        "kept\n",
+                drawing[m][0], NAMES, epoch0,
+                adm_int("SELECT epoch FROM %s_epoch", t),
+                adm_int("SELECT COUNT(*) FROM %s_fmem", t));
+        assert_true(adm_int("SELECT COUNT(*) FROM %s_fmem", t) < NAMES);
+        assert_true(adm_int("SELECT epoch FROM %s_epoch", t) > epoch0);
+        dlock_client_close(c);
     }
-    for (int i = 0; i < AGAIN; i++)
-        assert_true(fence_of(c, names[i]) > first[i]);
-    fprintf(stderr, "  %d names: epoch %lld to %lld, %lld rows kept\n", NAMES,
-            epoch0, adm_int("SELECT epoch FROM dlock_full_epoch"),
-            adm_int("SELECT COUNT(*) FROM dlock_full_fmem"));
-    assert_true(adm_int("SELECT COUNT(*) FROM dlock_full_fmem") < NAMES);
-    assert_true(adm_int("SELECT epoch FROM dlock_full_epoch") > epoch0);
-    dlock_client_close(c);
+}
+
+/* A get_lock name is free on the server (IS_FREE_LOCK); for_update's
+ * row is checked by the next try of the test. */
+static void expect_free(int m, const char *name)
+{
+    if (strcmp(drawing[m][0], "get_lock") == 0)
+        assert_int_equal(adm_int("SELECT IS_FREE_LOCK('%s')", name), 1);
+}
+
+/*
+ * The try that bumps the counter in the lock's statement, against its
+ * other outcomes: a name without a counter row (its first use) and a
+ * counter with the marker gone draw from the marker, in a new epoch when
+ * it is missing; a counter row goes on by one without it; a busy name is
+ * EBUSY and leaves nothing held; one release frees a get_lock name
+ * (GET_LOCK ran once: a second run would have counted the name twice).
+ */
+static void mysql__fence_drawn_with_the_lock(void **state)
+{
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        const char *t = drawing[m][1];
+        char extra[64], fresh[64];
+        dlock_client *c, *o;
+        dlock_lock *lk, *x;
+        const char *name = h_name("drawn");
+        uint64_t f1, f2, f3, fx;
+
+        snprintf(extra, sizeof extra, "table=%s", t);
+        c = client_for(drawing[m][0], extra);
+        o = h_client(uri_for(1, drawing[m][0], extra));
+        assert_non_null(o);
+        lk = h_lock(c, name, 0, 0);
+        x = h_lock(o, name, 0, 0);
+        assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
+        f1 = dlock_fence(lk);
+        assert_int_equal(dlock_try_acquire(x), DLOCK_EBUSY);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        expect_free(m, name);
+
+        adm_exec("DELETE FROM %s_fmem WHERE lock_key = REPEAT(X'00', 32)",
+                 t);
+        assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
+        f2 = dlock_fence(lk);
+        assert_int_equal(f2, f1 + 1);
+        assert_int_equal(dlock_try_acquire(x), DLOCK_EBUSY);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        expect_free(m, name);
+        snprintf(fresh, sizeof fresh, "%s", h_name("drawn"));
+        f3 = fence_of(c, fresh);
+        assert_true(EPOCH(f3) > EPOCH(f1));
+        expect_free(m, fresh);
+
+        assert_int_equal(dlock_try_acquire(x), DLOCK_OK);
+        fx = dlock_fence(x);
+        assert_true(fx > f2);
+        assert_int_equal(dlock_try_acquire(lk), DLOCK_EBUSY);
+        assert_int_equal(dlock_release(x), DLOCK_OK);
+        expect_free(m, name);
+        assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
+        assert_true(dlock_fence(lk) > fx);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        expect_free(m, name);
+        fprintf(stderr, "  %s: %llx, %llx without the marker; a new name "
+                        "%llx\n",
+                drawing[m][0], (unsigned long long)f1,
+                (unsigned long long)f2, (unsigned long long)f3);
+        dlock_lock_free(lk);
+        dlock_lock_free(x);
+        dlock_client_close(c);
+        dlock_client_close(o);
+    }
 }
 
 /* One grant a fencer logged: mode, when its acquire began and returned,
@@ -1694,6 +1782,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest fence[] = {
         cmocka_unit_test(mysql__fence_counter_runs_out),
         cmocka_unit_test(mysql__fence_table_full),
+        cmocka_unit_test(mysql__fence_drawn_with_the_lock),
         cmocka_unit_test_setup_teardown(mysql__fences_above_all_after_a_crash,
                                         NULL, reconnect),
     };
