@@ -141,11 +141,11 @@ static int fence_fail(struct pg_session *s, int rc, const struct pg_res *res,
     return rc;
 }
 
-/* Run q; on success *out is the first column of the last statement's
- * first row (0 if it has none) and *rows its row count. */
+/* Run q; on success *out is the first column of statement at's first row
+ * (0 if it has none) and *rows its row count. */
 static int fence_run(struct pg_session *s, const struct pg_q *q, int nq,
-                     const char *what, uint64_t *out, int *rows, char *err,
-                     size_t errlen)
+                     int at, const char *what, uint64_t *out, int *rows,
+                     char *err, size_t errlen)
 {
     struct pg_res res;
     int rc = dlock__pg_run(s, q, nq, dlock__pg_deadline(s->cf), &res);
@@ -156,7 +156,7 @@ static int fence_run(struct pg_session *s, const struct pg_q *q, int nq,
         dlock__pg_res_clear(&res);
         return rc;
     }
-    r = res.r[nq - 1];
+    r = res.r[at];
     *rows = PQntuples(r);
     *out = *rows > 0 && !PQgetisnull(r, 0, 0) ? dlock__pg_u64(r, 0, 0) : 0;
     dlock__pg_res_clear(&res);
@@ -184,25 +184,18 @@ static int fence_confirm(struct pg_session *s, uint64_t e, char *err,
         {SQL_RAISE, 1, {es}},
         {"COMMIT", 0, {NULL}},
     };
-    struct pg_res res;
     uint64_t known;
-    int rows, rc = fence_run(s, &read, 1, "fence epoch", &known, &rows, err,
-                             errlen);
+    int rows, rc = fence_run(s, &read, 1, 0, "fence epoch", &known, &rows,
+                             err, errlen);
 
-    if (rc == DLOCK_OK && rows == 0)
-        return fence_no_row(err, errlen);
-    if (rc == DLOCK_OK && known < e) {
+    if (rc == DLOCK_OK && rows > 0 && known < e) {
         snprintf(es, sizeof es, "%llu", (unsigned long long)e);
-        rc = dlock__pg_run(s, raise, 4, dlock__pg_deadline(s->cf), &res);
-        if (rc != DLOCK_OK)
-            rc = fence_fail(s, rc, &res, "raise the fence epoch", err,
-                            errlen);
-        else if (PQntuples(res.r[2]) == 0)
-            rc = fence_no_row(err, errlen); /* deleted since the read */
-        else
-            known = dlock__pg_u64(res.r[2], 0, 0); /* greatest(E, e) */
-        dlock__pg_res_clear(&res);
+        /* known: greatest(E, e), as committed */
+        rc = fence_run(s, raise, 4, 2, "raise the fence epoch", &known,
+                       &rows, err, errlen);
     }
+    if (rc == DLOCK_OK && rows == 0) /* (or deleted since the read) */
+        return fence_no_row(err, errlen);
     if (rc == DLOCK_OK)
         fence_learn(s->x, known);
     return rc;
@@ -248,8 +241,8 @@ int dlock__pg_fence(struct pg_session *s, uint64_t v, uint64_t *out,
 
     for (int attempt = 0; attempt < 4 && rc == DLOCK_OK; attempt++) {
         if (v == 0 &&
-            (rc = fence_run(s, &draw, 1, "fence", &v, &rows, err, errlen)) !=
-                DLOCK_OK)
+            (rc = fence_run(s, &draw, 1, 0, "fence", &v, &rows, err,
+                            errlen)) != DLOCK_OK)
             break;
         if (v >> 40 > atomic_load(&s->x->epoch) &&
             (rc = fence_confirm(s, v >> 40, err, errlen)) != DLOCK_OK)
