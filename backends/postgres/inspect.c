@@ -11,12 +11,16 @@
  * connection records, in its mode's unlogged owner table, one row per
  * (server process, key): the owner id of the handle it last locked the key
  * for ("" when shared). inspect joins it to the process holding the lock.
- * A connection remembers the rows it wrote (struct pg_session's owners)
- * and writes one only when it changes, which a handle that takes its lock
- * again over the same connection never does: the acquire then writes
- * nothing but the lock and its fence (fence.c). A row is only ever read
- * beside a lock held by its process; the rows of a process that ended are
- * cleared by the next connection that gets its pid, before its first row.
+ * A row is written only when it changes, which a handle that takes its
+ * lock again over the same connection never does: the acquire then writes
+ * nothing but the lock and its fence (fence.c). Mode advisory's
+ * connections remember the rows they wrote (struct pg_session's owners,
+ * dlock__pg_owner_q below: its session locks cannot pass a transaction
+ * pooler, so only this connection writes its process's rows) and clear,
+ * before their first, the rows a process that ended left under the same
+ * pid; the tx modes ask the server process's dlock.owner setting instead
+ * (tx.c).
+ * A row is only ever read beside a lock held by its process.
  */
 #include <stdio.h>
 #include <stdlib.h>

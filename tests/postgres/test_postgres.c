@@ -8,7 +8,9 @@
  *            100 000 names do not collide, URI parameters are checked;
  *            permits: in mode advisory each a slot of its own on its own
  *            connection (seen in pg_locks), hostile names as permits; in
- *            mode lease each a slot row with its handle's owner id.
+ *            mode lease each a slot row with its handle's owner id;
+ *            advisory_xact and for_update name each holder in turn when
+ *            two handles take one name over one connection.
  *   many     2000 advisory locks held by one client share a few connections.
  *   faults   a SIGKILLed holder frees connection-bound locks at once and
  *            lease locks after the lease; a terminated connection loses an
@@ -530,6 +532,39 @@ static void postgres__uri_parameters(void **state)
  * same as a connected client of each mode reports. The connection-bound
  * modes must claim a server-side silence limit [B-BOUND-1]; lease must
  * not be connection-bound. */
+/* The tx modes name the holder from the owner row of the lock's server
+ * process, rewritten only when the process's own dlock.owner setting says
+ * its last lock was another's: two handles of one client take one name in
+ * turn over one pooled connection, and inspect names each in turn. (Behind
+ * a transaction pooler the other handle would be another client's; the
+ * setting lives in the server process, so the same holds.) */
+static void postgres__tx_owner_follows_the_holder(void **state)
+{
+    static const char *const ms[] = {"advisory_xact", "for_update"};
+
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        dlock_client *c = h_client(uri_of("mode=%s", ms[m]));
+        dlock_client *other = h_client(uri_of("mode=%s", ms[m]));
+        const char *name = h_name("owner");
+        dlock_lock *lk[2] = {h_lock(c, name, 0, 0), h_lock(c, name, 0, 0)};
+
+        for (int i = 0; i < 6; i++) {
+            dlock_lock *h = lk[i % 2 == 0 || i == 5];
+            dlock_state st = DLOCK_STATE_INIT;
+            assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
+            assert_int_equal(dlock_inspect(other, name, &st), DLOCK_OK);
+            assert_int_equal(st.held, 1);
+            assert_string_equal(st.owner, dlock_lock_owner(h));
+            assert_int_equal(dlock_release(h), DLOCK_OK);
+        }
+        dlock_lock_free(lk[0]);
+        dlock_lock_free(lk[1]);
+        dlock_client_close(other);
+        dlock_client_close(c);
+    }
+}
+
 static void postgres__modes_and_caps(void **state)
 {
     const uint32_t bound = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
@@ -1568,6 +1603,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(postgres__advisory_keys_100k_no_collision),
         cmocka_unit_test(postgres__uri_parameters),
         cmocka_unit_test(postgres__modes_and_caps),
+        cmocka_unit_test(postgres__tx_owner_follows_the_holder),
         cmocka_unit_test(postgres__permits_one_slot_each),
         cmocka_unit_test(postgres__lease_permits_one_row_each),
     };
