@@ -2,22 +2,23 @@
  * advisory.c: mode=advisory (the default), session advisory locks on a
  * 64-bit key. The server queues waiters (pg_advisory_lock under
  * lock_timeout) and frees the lock when the connection ends, so many locks
- * share one connection. Fencing from a counter row upserted in the
- * statement that takes the lock.
+ * share one connection. The fence is drawn from the unlogged sequence
+ * (fence.c) in the statement that takes the lock, when it took it.
  *
  * Session advisory locks live as long as the server process of the
  * connection, so a transaction-pooling proxy (PgBouncer
  * pool_mode=transaction) silently breaks them: every session notes its
  * server process and every answer is checked against it (advisory_xact is
  * the mode for such proxies). The server ends a session silent for longer
- * than its longest lease (idle_session_timeout, PostgreSQL 14 or later).
+ * than its longest lease (idle_session_timeout). PostgreSQL 15 or later
+ * (the unlogged sequence).
  *
  * Permits of a counting semaphore of N are N session advisory locks, the
  * slots, on keys derived from the name's key (SLOT_KEY below); a permit is
  * one slot held by one session, so it is freed with the connection like
  * a lock, and a crashed holder's permit comes back when the server ends
- * its session. No table is needed beyond the fence counter every
- * advisory lock already uses (created on first use). Why this design:
+ * its session. No table is needed beyond the fence's (created on first
+ * use). Why this design:
  *
  *  - One round trip takes at most one slot, by construction: a recursive
  *    query tries slot after slot, and its recursive term reads only the
@@ -34,9 +35,8 @@
  *    NOTIFY: core's retry after retry_max (500 ms by default) covers it.
  *    Permits are not granted in order of arrival (DLOCK_CAP_FAIR is the
  *    locks' claim).
- *  - Fences come from the name's counter row, as for locks: every permit
- *    of a name draws from one counter, so they strictly increase across
- *    permits.
+ *  - Fences come from the one sequence, as for locks, drawn when a slot
+ *    was taken: they strictly increase across permits.
  *  - The count N is not stored: clients that disagree on it are not
  *    detected, and at most the largest count's holders hold at once
  *    (the slots do not depend on N). A slot key that equals another
@@ -46,8 +46,9 @@
  *    again (advisory locks count re-entry per session).
  *
  * It leaves the round trips of renewal and release (and what a lost
- * connection means for them) to bound.c, inspect to inspect.c, the floor's
- * loop to floor.c.
+ * connection means for them) to bound.c, inspect and the owner rows
+ * (table=, dlock_owners by default) to inspect.c, the fence's epoch to
+ * fence.c, the floor's loop to floor.c.
  *
  * Divisions: SQL; the session; acquire (and wait); release and renew (and
  * downgrade); the floor; the mode.
@@ -64,7 +65,7 @@
  * table name); each shared variant follows its exclusive one. */
 enum {
     ADV_TRY, ADV_TRY_SH, ADV_WAIT, ADV_WAIT_SH, ADV_UNLOCK, ADV_UNLOCK_SH,
-    ADV_PERMIT, ADV_PERMIT_UNDO, ADV_DRAW, ADV_MEND
+    ADV_PERMIT, ADV_PERMIT_UNDO, ADV_OWNERS_CLEAR, ADV_OWNERS_SET
 };
 
 /* The session's set-up: its server process, the keepalives and the
@@ -78,48 +79,35 @@ static const char SQL_IDLE_LIMIT[] =
     "SELECT set_config('idle_session_timeout', $1, false)";
 static const char SQL_PID[] = "SELECT pg_backend_pid()";
 
-/* The CTE runs first and once (it calls a volatile function), so the
- * counter is drawn only when the lock was granted, in the same statement
- * and round trip: the unlogged counter row of the name (fence.c), so the
- * autocommit waits for no disk. The server process comes back first (not
- * NULL when the lock was taken: the floor's test), then e and n. An exclusive
- * holder names itself in the row ($2), for inspect: pg_locks knows only
- * the server process, which holds the locks of many handles. */
-#define ADV_UPSERT(SEL, OWNER)                                              \
-    " INSERT INTO {t} AS f (key, e, n, owner)"                              \
-    " SELECT $1::bigint, " DLOCK__PG_FENCE_EPOCH ", 1, " SEL                \
-    " ON CONFLICT (key) DO UPDATE SET n = f.n + 1" OWNER                    \
-    " RETURNING pg_backend_pid(), f.e, f.n"
+/* The CTE runs first and once (it calls a volatile function; MATERIALIZED
+ * says so), and the WHERE clause before the select list, so the fence is
+ * drawn only when the lock was granted, in the same statement and round
+ * trip; an unlogged sequence, so the autocommit writes nothing and waits
+ * for no disk (fence.c). The server process comes back first (not NULL
+ * when the lock was taken: the floor's test), then the fence. */
+#define ADV_DRAWN " SELECT pg_backend_pid(), " DLOCK__PG_FENCE_DRAW " FROM l"
 static const char SQL_TRY[] =
-    "WITH l AS (SELECT pg_try_advisory_lock($1::bigint) AS got)"
-    ADV_UPSERT("$2 FROM l WHERE l.got", ", owner = EXCLUDED.owner");
+    "WITH l AS MATERIALIZED"
+    " (SELECT pg_try_advisory_lock($1::bigint) AS got)" ADV_DRAWN
+    " WHERE l.got";
 static const char SQL_TRY_SH[] =
-    "WITH l AS (SELECT pg_try_advisory_lock_shared($1::bigint) AS got)"
-    ADV_UPSERT("NULL FROM l WHERE l.got", "");
+    "WITH l AS MATERIALIZED"
+    " (SELECT pg_try_advisory_lock_shared($1::bigint) AS got)" ADV_DRAWN
+    " WHERE l.got";
 /* A wait: the same, after a lock_timeout local to this implicit
  * transaction (the last parameter), set by a CTE the lock's CTE reads, so
  * it is in force before the wait begins; one statement, as fast as the
  * try when the lock is free. */
 static const char SQL_WAIT[] =
-    "WITH t AS (SELECT set_config('lock_timeout', $3, true) AS v),"
-    " l AS (SELECT pg_advisory_lock($1::bigint) FROM t)"
-    ADV_UPSERT("$2 FROM l", ", owner = EXCLUDED.owner");
+    "WITH t AS MATERIALIZED"
+    " (SELECT set_config('lock_timeout', $2, true) AS v),"
+    " l AS MATERIALIZED (SELECT pg_advisory_lock($1::bigint) FROM t)"
+    ADV_DRAWN;
 static const char SQL_WAIT_SH[] =
-    "WITH t AS (SELECT set_config('lock_timeout', $2, true) AS v),"
-    " l AS (SELECT pg_advisory_lock_shared($1::bigint) FROM t)"
-    ADV_UPSERT("NULL FROM l", "");
-/* The fence alone, drawn again after a bump (fence.c): the owner ($2)
- * replaced only by an exclusive holder's. */
-static const char SQL_DRAW[] =
-    "INSERT INTO {t} AS f (key, e, n, owner)"
-    " VALUES ($1::bigint, " DLOCK__PG_FENCE_EPOCH ", 1, $2)"
-    " ON CONFLICT (key) DO UPDATE SET n = f.n + 1,"
-    " owner = coalesce(EXCLUDED.owner, f.owner) RETURNING f.e, f.n";
-/* A bump's mending of the counters (fence.c): rows drawn while the marker
- * was absent, and the name's own when the bump was forced ($1). */
-static const char SQL_MEND[] =
-    "UPDATE {t} SET e = " DLOCK__PG_FENCE_EPOCH ", n = 0"
-    " WHERE e IS NULL OR ($1::bool AND key = $2::bigint)";
+    "WITH t AS MATERIALIZED"
+    " (SELECT set_config('lock_timeout', $2, true) AS v),"
+    " l AS MATERIALIZED (SELECT pg_advisory_lock_shared($1::bigint) FROM t)"
+    ADV_DRAWN;
 
 /* The key of slot I of the semaphore whose name has key K (SQL bigint
  * expressions): the first 8 bytes of SHA-256(K || "dlock permit" || I),
@@ -133,7 +121,8 @@ static const char SQL_MEND[] =
  * slot $3 and stopping at the first one taken: each step of the recursion
  * comes from a row whose slot was not taken (the filter runs before the
  * select list), so at most one slot is taken. The fence is drawn only when
- * one was, in the same statement; the slot's key comes back third. */
+ * one was (a row of g), in the same statement; the slot's key comes back
+ * third. */
 static const char SQL_PERMIT[] =
     "WITH RECURSIVE s(i, k, got) AS ("
     " SELECT 0, z.k, pg_try_advisory_lock(z.k)"
@@ -143,11 +132,8 @@ static const char SQL_PERMIT[] =
     "   FROM (SELECT s.i + 1 AS i, "
     SLOT_KEY("$1::bigint", "(s.i + 1 + $3::int) % $2::int") " AS k"
     "     FROM s WHERE NOT s.got AND s.i + 1 < $2::int) z),"
-    " g AS (SELECT k FROM s WHERE got)"
-    " INSERT INTO {t} AS f (key, e, n)"
-    " SELECT $1::bigint, " DLOCK__PG_FENCE_EPOCH ", 1 FROM g"
-    " ON CONFLICT (key) DO UPDATE SET n = f.n + 1"
-    " RETURNING pg_backend_pid(), f.e, f.n, (SELECT k FROM g)";
+    " g AS MATERIALIZED (SELECT k FROM s WHERE got)"
+    " SELECT pg_backend_pid(), " DLOCK__PG_FENCE_DRAW ", k FROM g";
 /* After SQL_PERMIT failed: give back whichever of the $2 slots of the
  * name with key $1 this session holds (only the failed attempt can have
  * taken one [B-PIN-1]). */
@@ -194,12 +180,14 @@ static int adv_on_connect(struct pg_session *s, int64_t deadline, char *err,
     struct pg_res res;
     int rc;
 
-    if (PQserverVersion(s->conn) < 140000)
+    if (PQserverVersion(s->conn) < 150000)
         return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
-                            "mode=advisory needs PostgreSQL 14 or later "
-                            "(idle_session_timeout bounds how long a holder "
-                            "cut off from the server believes it holds); "
-                            "use mode=advisory_xact or mode=lease");
+                            "mode=advisory needs PostgreSQL 15 or later "
+                            "(this server is %d.%d; its fencing tokens come "
+                            "from an UNLOGGED SEQUENCE, new in 15); use "
+                            "mode=lease",
+                            PQserverVersion(s->conn) / 10000,
+                            PQserverVersion(s->conn) / 100 % 100);
     dlock__pg_idle_text(idle, cf->lease_ms);
     rc = dlock__pg_exec(s, &q, 1, deadline, &res);
     if (rc == DLOCK_OK) {
@@ -248,12 +236,11 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
     bool permit = req->kind == DLOCK_KIND_PERMIT;
     char key[24], slot[24], lt[16], idle[16], n[12], first[12];
     char err[512];
-    struct pg_q q[3];
+    struct pg_q q[PG_MAXQ];
     struct pg_res res;
     uint8_t d[32];
     uint64_t k, fence, got;
-    struct pg_q draw;
-    int nq = 0, rc, pid;
+    int nq = 0, nown = 0, rc, pid;
     /* The session's silence limit must cover the longest lease of its
      * locks; with none held yet it follows this one exactly (so a short
      * lease is also freed soon after its holder fell silent). */
@@ -272,6 +259,15 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
         dlock__pg_idle_text(idle, req->lease_ms);
         q[nq++] = (struct pg_q){SQL_IDLE_LIMIT, 1, {idle}};
     }
+    if (!permit) {
+        /* Who holds it, for inspect: only when this connection's row for
+         * the key says someone else (inspect.c), in the same round trip
+         * and implicit transaction as the lock. */
+        const char *const *own =
+            (const char *const *)&cf->sql[ADV_OWNERS_CLEAR];
+        nown = dlock__pg_owner_q(s, own, key, sh ? "" : req->owner, &q[nq]);
+        nq += nown;
+    }
     if (permit) {
         /* [B-WAIT-1]: the channel's count before the attempt, so a
          * release after it wakes the wait() that follows a busy one. */
@@ -284,12 +280,9 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
         /* A wait in the server's lock queue, bounded by a lock_timeout
          * local to this implicit transaction (set_config(..., true)). */
         dlock__pg_lock_timeout(lt, deadline);
-        q[nq++] = sh ? (struct pg_q){cf->sql[ADV_WAIT_SH], 2, {key, lt}}
-                     : (struct pg_q){cf->sql[ADV_WAIT], 3,
-                                     {key, req->owner, lt}};
+        q[nq++] = (struct pg_q){cf->sql[ADV_WAIT + sh], 2, {key, lt}};
     } else {
-        q[nq++] = (struct pg_q){cf->sql[ADV_TRY + sh], 2 - sh,
-                                {key, req->owner}};
+        q[nq++] = (struct pg_q){cf->sql[ADV_TRY + sh], 1, {key}};
     }
     s->waiting = deadline != 0;
     rc = dlock__pg_run(s, q, nq, dlock__pg_wait_deadline(cf, deadline), &res);
@@ -304,6 +297,8 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
         adv_unlock_quietly(s, key, sh, permit ? n : NULL);
         return rc;
     }
+    if (nown > 0) /* committed with the lock's statement */
+        dlock__pg_owner_noted(s, key, sh ? "" : req->owner);
     if (PQntuples(res.r[nq - 1]) == 0) {
         dlock__pg_res_clear(&res);
         /* Not queued at the server, and never will be: let the client's
@@ -313,7 +308,7 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
         return DLOCK_EBUSY;
     }
     pid = atoi(PQgetvalue(res.r[nq - 1], 0, 0));
-    got = permit ? dlock__pg_u64(res.r[nq - 1], 0, 3) : k;
+    got = permit ? dlock__pg_u64(res.r[nq - 1], 0, 2) : k;
     dlock__pg_key_text(slot, got);
     if (pid != s->backend_pid) {
         dlock__pg_res_clear(&res);
@@ -327,12 +322,13 @@ static int adv_attempt(struct pg_session *s, const struct dlock_request *req,
             "it; use mode=advisory_xact",
             pid, s->backend_pid);
     }
-    /* The counter's value, or a bump of the epoch first (fence.c). */
-    draw = (struct pg_q){cf->sql[ADV_DRAW], 2,
-                         {key, sh || permit ? NULL : req->owner}};
-    rc = dlock__pg_fence(s, res.r[nq - 1], 1, 2, &draw, cf->sql[ADV_MEND],
-                         key, &fence, err, sizeof err);
+    /* The value drawn with the lock, or the epoch's check first: a
+     * confirm, or a bump and a new draw, on this connection (fence.c). */
+    fence = dlock__pg_u64(res.r[nq - 1], 0, 1);
     dlock__pg_res_clear(&res);
+    rc = DLOCK_OK;
+    if (!dlock__pg_fence_ok(s->x, fence))
+        rc = dlock__pg_fence(s, fence, &fence, err, sizeof err);
     if (rc != DLOCK_OK) {
         adv_unlock_quietly(s, slot, sh, NULL);
         return dlock_session_error(&s->base, rc, "%s", err);
@@ -487,7 +483,7 @@ const struct pg_mode dlock__pg_mode_advisory = {
         .fence_floor = dlock__pg_fence_floor, .forget = dlock__pg_forget,
         .floor_wait = dlock__pg_floor_wait,
     },
-    .table = "dlock_fence_counters",
+    .table = "dlock_owners",
     .sql = {
         [ADV_TRY] = SQL_TRY,
         [ADV_TRY_SH] = SQL_TRY_SH,
@@ -497,17 +493,16 @@ const struct pg_mode dlock__pg_mode_advisory = {
         [ADV_UNLOCK_SH] = "SELECT pg_advisory_unlock_shared($1::bigint)",
         [ADV_PERMIT] = SQL_PERMIT,
         [ADV_PERMIT_UNDO] = SQL_PERMIT_UNDO,
-        [ADV_DRAW] = SQL_DRAW,
-        [ADV_MEND] = SQL_MEND,
+        [ADV_OWNERS_CLEAR] = DLOCK__PG_OWNERS_CLEAR("{t}"),
+        [ADV_OWNERS_SET] = DLOCK__PG_OWNERS_SET("{t}"),
     },
     .ddl = {DLOCK__PG_FENCE_DDL_EPOCH, DLOCK__PG_FENCE_DDL_EPOCH_ROW,
-            DLOCK__PG_FENCE_DDL_MARKER,
-            "CREATE UNLOGGED TABLE IF NOT EXISTS {t} (key bigint PRIMARY KEY,"
-            " e bigint, n bigint NOT NULL, owner text)", NULL},
+            DLOCK__PG_FENCE_DDL_SEQ, DLOCK__PG_OWNERS_DDL("{t}"), NULL},
+    /* The fence: none per name (the sequence's last value is any name's),
+     * so 0, "unknown". */
     .inspect = DLOCK__PG_LOCKS_INSPECT(
-        "(SELECT " DLOCK__PG_FENCE_OF("e", "n")
-        " FROM {t} WHERE key = $1::bigint), "
-        SQL_PERMIT_HOLDERS,
-        "(SELECT owner FROM {t} WHERE key = $1::bigint)"),
+        "NULL::bigint, " SQL_PERMIT_HOLDERS,
+        "(SELECT o.owner FROM {t} o WHERE o.pid = l.pid"
+        " AND o.key = $1::text)"),
     .on_connect = adv_on_connect,
 };

@@ -15,13 +15,13 @@
  *                  the lock itself, there is no bare library lock to
  *                  compare with, and its fence is a column of the claim.
  * The fence alone (dlock__pg_fence_floor), as dlock draws it (fence.c):
- * the upsert of the name's unlogged counter row, advisory's in its fence
- * table, the tx modes' in dlock_fence_holders; lease has none apart.
- * And dlock__pg_forget, the bench's clean-up: each name's counter row
- * and lock row. The contended floor (dlock__pg_floor_wait): the same locks
- * taken with the statement that waits in the server's lock queue
- * (pg_advisory_lock, pg_advisory_xact_lock, FOR UPDATE without NOWAIT),
- * in many processes at once.
+ * nextval() of the unlogged sequence, which the lock's statement draws in
+ * the modes but advisory's; lease has none apart. And dlock__pg_forget,
+ * the bench's clean-up: each name's owner rows and lock row. The
+ * contended floor (dlock__pg_floor_wait): the same locks taken with the
+ * statement that waits in the server's lock queue (pg_advisory_lock,
+ * pg_advisory_xact_lock, FOR UPDATE without NOWAIT), in many processes
+ * at once.
  */
 #include <stdio.h>
 #include <string.h>
@@ -250,56 +250,25 @@ static int side_fail(PGconn *c, struct pg_conf *cf, const char *what,
     return rc;
 }
 
-/* The fence statement dlock sends, by mode (fence.c's source: an unlogged
- * counter row, no flush); NULL: none apart. advisory draws it in the
- * lock's own statement (advisory.c's SQL_TRY), the tx modes over the
- * fence connection (tx.c's SQL_FENCE); this is the draw alone. */
-static const char *fence_sql(const struct pg_conf *cf, char *buf, size_t cap)
-{
-    if (strcmp(cf->mode->pub.name, "advisory") == 0) {
-        snprintf(buf, cap,
-                 "INSERT INTO \"%s\" AS f (key, e, n, owner)"
-                 " VALUES ($1::bigint, " DLOCK__PG_FENCE_EPOCH ", 1, $2)"
-                 " ON CONFLICT (key) DO UPDATE SET n = f.n + 1,"
-                 " owner = EXCLUDED.owner RETURNING f.e, f.n",
-                 cf->table);
-        return buf;
-    }
-    if (strcmp(cf->mode->pub.name, "lease") == 0)
-        return NULL;
-    return "INSERT INTO dlock_fence_holders AS h (key, e, n, owner)"
-           " VALUES ($1, " DLOCK__PG_FENCE_EPOCH ", 1, $2)"
-           " ON CONFLICT (key) DO UPDATE SET n = h.n + 1,"
-           " owner = EXCLUDED.owner RETURNING h.e, h.n";
-}
-
 int dlock__pg_fence_floor(const struct dlock_mode *mode,
                           const struct dlock_uri *uri, const char *name,
                           uint32_t n, uint64_t *ns_out, char *err,
                           size_t errlen)
 {
-    static const char owner[] = "00000000-0000-4000-8000-000000000000:1";
     struct pg_conf cf;
-    char key[65], buf[320];
-    const char *sql;
-    uint8_t d[32];
     PGresult *r = NULL;
     PGconn *c;
     int rc;
 
-    if ((c = side_open(mode, uri, &cf, err, errlen, &rc)) == NULL)
-        return rc;
-    if ((sql = fence_sql(&cf, buf, sizeof buf)) == NULL) {
-        PQfinish(c);
-        dlock__pg_conf_free(&cf);
+    (void)name; /* one sequence for every name */
+    if (strcmp(mode->name, "lease") == 0)
         return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
                             "fence: mode %s takes its fence in its claim",
                             mode->name);
-    }
-    dlock__pg_digest(&cf, name, strlen(name), d);
-    dlock__pg_digest_key(&cf, d, key);
+    if ((c = side_open(mode, uri, &cf, err, errlen, &rc)) == NULL)
+        return rc;
     for (uint32_t i = 0; i < n; i++) {
-        struct pg_q q = {sql, 2, {key, owner}};
+        struct pg_q q = {"SELECT " DLOCK__PG_FENCE_DRAW, 0, {NULL}};
         uint64_t t0 = dlock_now_ns();
         if (floor_run(c, &q, 1, &r) != 0) {
             PQclear(r);
@@ -340,24 +309,21 @@ int dlock__pg_forget(const struct dlock_mode *mode,
 
             dlock__pg_digest(&cf, names[i], strlen(names[i]), d);
             dlock__pg_digest_key(&cf, d, key[j]);
-            /* The lock's own row, or advisory's fence row. A lease row
+            /* The lock's own row, or advisory's owner rows. A lease row
              * only when free: the bench's names are its own, but a lease
              * outlives its holder's exit. */
             if (rows || adv || lease) {
                 snprintf(del[j][0], sizeof del[j][0],
                          "DELETE FROM \"%s\" WHERE key = %s%s", cf.table,
-                         rows ? "decode($1, 'hex')" : "$1::bigint",
+                         rows ? "decode($1, 'hex')" : "$1",
                          lease ? " AND (owner = '' OR expires_at <= now())"
                                : "");
                 q[nq++] = (struct pg_q){del[j][0], 1, {key[j]}};
             }
-            /* The tx modes' fence counter and holder (tx.c's SQL_FENCE).
-             * The bench's names are its own and never reused: a deleted
-             * counter row restarts the name's tokens in the epoch. */
+            /* The tx modes' owner rows (inspect.c). */
             if (!adv && !lease)
                 q[nq++] = (struct pg_q){
-                    "DELETE FROM dlock_fence_holders WHERE key = $1", 1,
-                    {key[j]}};
+                    "DELETE FROM dlock_owners WHERE key = $1", 1, {key[j]}};
         }
         if (nq > 0 && floor_run(c, q, nq, &r) != 0) {
             PQclear(r);

@@ -13,12 +13,12 @@
  *                open transaction
  *   lease.c      mode lease: a lease row, NOTIFY on release
  *   fence.c      the fence source of advisory, advisory_xact and
- *                for_update: unlogged counters and a durable epoch
+ *                for_update: one unlogged sequence and a durable epoch
  *   bound.c      what the three connection-bound modes share: renewal by
  *                one round trip, release on a lost connection, the
  *                server-side silence limit and lock_timeout texts
- *   inspect.c    inspect's frame, and the pg_locks view of both advisory
- *                modes
+ *   inspect.c    inspect's frame, the pg_locks view of both advisory
+ *                modes, and the owner ids they and for_update show
  *   latch.c      count-down latches (every mode): a row, NOTIFY at zero
  *   floor.c      the raw floor of `dlock bench` (bare libpq)
  *   listen.c     the per-client LISTEN connection and its thread
@@ -86,11 +86,11 @@ struct pg_mode {
 };
 
 /* The pg_locks view of an advisory key, for both advisory modes' inspect:
- * holders, waiters and OWNER, the owner id recorded for the key when one
- * holder has it exclusively (the 64-bit key split into classid and objid),
- * then FENCE: the fence column, and in mode advisory a fifth, the server
- * processes holding permits of the name. dlock__pg_inspect_locks()
- * reads it. */
+ * holders, waiters and OWNER, the owner id recorded for the key by the
+ * server process (l.pid) that holds it exclusively (the 64-bit key split
+ * into classid and objid), then FENCE: the fence column, and in mode
+ * advisory a fifth, the server processes holding permits of the name.
+ * dlock__pg_inspect_locks() reads it. */
 #define DLOCK__PG_LOCKS_INSPECT(FENCE, OWNER)                               \
     "SELECT count(*) FILTER (WHERE l.granted),"                             \
     " count(*) FILTER (WHERE NOT l.granted),"                               \
@@ -157,14 +157,26 @@ struct pg_ctx {
     struct pg_conf cf;
     struct pg_listener ln;
     /* advisory_xact and for_update: the autocommitted connection their
-     * fences are committed over (tx.c), opened on first use; fence_mu
-     * serialises the client's threads on it. */
+     * fences' epoch is confirmed, raised or bumped over (tx.c), opened on
+     * first need; fence_mu serialises the client's threads on it. */
     pthread_mutex_t fence_mu;
     struct pg_session *fence;
+    /* The durable fence epoch as last read or written by this client
+     * (fence.c): 0 until known. It only grows. */
+    _Atomic uint64_t epoch;
 };
 
 /* advisory_xact and for_update (tx.c): close the ctx's fence connection. */
 void dlock__pg_tx_fence_close(struct pg_ctx *x);
+
+/* One (key, owner id) a connection wrote to its owner table: gen says on
+ * which connection. */
+#define PG_OWNERS_SEEN 16
+struct pg_owner_seen {
+    uint64_t gen;
+    char key[65];
+    char owner[64];
+};
 
 struct pg_session {
     struct dlock_session base;
@@ -182,6 +194,11 @@ struct pg_session {
      * the last attempt (dlock__pg_listen_note) */
     uint64_t seen_key, seen_seq;
     bool seen_valid;
+    /* Owner ids this connection wrote to its mode's owner table
+     * (inspect.c), so an acquire writes one only when it changes. */
+    struct pg_owner_seen owners[PG_OWNERS_SEEN];
+    uint64_t owners_gen; /* the gen whose server process cleared its
+                            predecessors' rows */
     /* The statements now run are a native wait: dlock__pg_exec watches
      * the acquire's cancel [B-CANCEL-1]. Set around that run alone, so
      * the other statements of a cancelled acquire (rollback, fence,
@@ -318,37 +335,36 @@ int dlock__pg_listen_wait(struct dlock_session *s, struct pg_listener *ln,
 
 /* ---- fence.c ---- */
 
-/* The fence source's tables (fence.c), for a mode's ddl: the durable
- * epoch (one row, created at 0: the first bump makes it 1) and the
- * unlogged marker. A mode adds its unlogged counter table, whose rows
- * have the name's key, e (bigint, NULL until an epoch is known), n and
- * owner. */
+/* The fence source's relations (fence.c), for a mode's ddl: the durable
+ * epoch (one row, created at 0: the first bump makes it 1 or more) and the
+ * unlogged sequence every fence is drawn from ("u": dlock 0.1 made a
+ * logged dlock_fence_seq). CACHE 1: values cached per server process would
+ * come out of order across processes. */
 #define DLOCK__PG_FENCE_DDL_EPOCH                                           \
     "CREATE TABLE IF NOT EXISTS dlock_fence_epoch (id int PRIMARY KEY"      \
     " CHECK (id = 1), epoch bigint NOT NULL)"
 #define DLOCK__PG_FENCE_DDL_EPOCH_ROW                                       \
     "INSERT INTO dlock_fence_epoch VALUES (1, 0) ON CONFLICT DO NOTHING"
-#define DLOCK__PG_FENCE_DDL_MARKER                                          \
-    "CREATE UNLOGGED TABLE IF NOT EXISTS dlock_fence_marker (id int"        \
-    " PRIMARY KEY CHECK (id = 1), epoch bigint NOT NULL)"
-/* The marker's epoch, for the e of a name's first row. */
-#define DLOCK__PG_FENCE_EPOCH                                               \
-    "(SELECT epoch FROM dlock_fence_marker WHERE id = 1)"
-/* A fence of the counter row's e and n, as SQL (NULL without an epoch),
- * for inspect. */
-#define DLOCK__PG_FENCE_OF(E, N) "(" E " << 40 | " N ")"
+#define DLOCK__PG_FENCE_DDL_SEQ                                             \
+    "CREATE UNLOGGED SEQUENCE IF NOT EXISTS dlock_fence_useq AS bigint"      \
+    " MINVALUE 1 NO CYCLE CACHE 1"
+/* A draw, as SQL: run it only once the lock is held. */
+#define DLOCK__PG_FENCE_DRAW "nextval('dlock_fence_useq')"
 
+/* May v, drawn from the sequence, be handed out as it is: is its epoch
+ * (v >> 40) the durable epoch this client knows? If not, ask
+ * dlock__pg_fence(). */
+bool dlock__pg_fence_ok(struct pg_ctx *x, uint64_t v);
 /*
- * Turn a drawn counter into a fence: r (may be NULL: draw first) answered
- * e in column ecol and n in ncol. A value without an epoch, or a full
- * counter, is discarded: run the bump transaction (a synchronous commit),
- * with mend (the mode's UPDATE of its counter rows: $1 forced, $2 key),
- * then draw again with draw (answering e, n), a few times at most.
- * DLOCK_OK with *out, or the failure's code with err filled.
+ * Make a fence of v, drawn over s (0: draw first), or of a new draw: the
+ * epoch confirmed (and raised when the sequence ran past it), or the
+ * sequence moved above a new durable epoch when it was reset (a crash), a
+ * few times at most. s is an autocommitted connection; every statement
+ * about v runs on it, so in the server's life v was drawn in. DLOCK_OK
+ * with *out, or the failure's code with err filled.
  */
-int dlock__pg_fence(struct pg_session *s, const PGresult *r, int ecol,
-                    int ncol, const struct pg_q *draw, const char *mend,
-                    const char *key, uint64_t *out, char *err, size_t errlen);
+int dlock__pg_fence(struct pg_session *s, uint64_t v, uint64_t *out,
+                    char *err, size_t errlen);
 
 /* ---- bound.c ---- */
 
@@ -398,6 +414,25 @@ void dlock__pg_permits_read(const char *list, const char *what,
 /* inspect of both advisory modes (DLOCK__PG_LOCKS_INSPECT). */
 int dlock__pg_inspect_locks(struct dlock_session *ds, const char *name,
                             size_t len, dlock_state *out);
+/* The owner table of a mode (T: its name, as SQL), one row per server
+ * process and key it locked, written only when the owner id changes. */
+#define DLOCK__PG_OWNERS_DDL(T)                                             \
+    "CREATE UNLOGGED TABLE IF NOT EXISTS " T " (pid int NOT NULL, key"      \
+    " text NOT NULL, owner text NOT NULL, PRIMARY KEY (pid, key))"
+#define DLOCK__PG_OWNERS_CLEAR(T)                                           \
+    "DELETE FROM " T " WHERE pid = pg_backend_pid()"
+#define DLOCK__PG_OWNERS_SET(T)                                             \
+    "INSERT INTO " T " (pid, key, owner) VALUES (pg_backend_pid(), $1, $2)" \
+    " ON CONFLICT (pid, key) DO UPDATE SET owner = EXCLUDED.owner"
+/* The statements (DLOCK__PG_OWNERS_CLEAR, then _SET) that record owner
+ * ("" for a shared holder) as the holder of key for this connection's
+ * server process, into q: none when it already is (the usual case), the
+ * clearing of rows a previous process with the same pid left on the
+ * connection's first. Once they ran, dlock__pg_owner_noted(). */
+int dlock__pg_owner_q(struct pg_session *s, const char *const sql[2],
+                      const char *key, const char *owner, struct pg_q *q);
+void dlock__pg_owner_noted(struct pg_session *s, const char *key,
+                           const char *owner);
 
 /* ---- floor.c ---- */
 

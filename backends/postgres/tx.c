@@ -16,15 +16,32 @@
  * a name maps to (struct pg_mode's row_key): each has its own mode object
  * below.
  *
- * Fences. The lock's own transaction commits only at the release, and a
- * counter row updated there would keep a second shared holder waiting for
- * the first's row lock. So the fence is drawn over the client's own
- * autocommitted connection, after the lock is held, from the name's
- * unlogged counter row in dlock_fence_holders (fence.c: a commit that
- * waits for no disk, and an epoch that a crash moves up). One more round
- * trip per acquire, but no flush. (An earlier version committed
- * nextval() of a logged sequence with synchronous_commit on: one WAL
- * flush per acquire.)
+ * Fences. The lock's statement draws the fence from the unlogged sequence
+ * (fence.c) once the lock is granted, in the lock's own transaction:
+ * nextval() is not transactional, so the value is everyone's at once, and
+ * writes no WAL. The client's check of its epoch is all it costs. Only
+ * when that check fails (after a crash, or a new epoch) does the client
+ * turn to its own autocommitted fence connection, which confirms, raises
+ * or bumps the epoch and draws a new value (the lock's transaction cannot
+ * commit the epoch: it ends at the release). Earlier versions drew over
+ * that connection every time: an upserted counter row, and before it
+ * nextval() of a logged sequence with a WAL flush per acquire.
+ *
+ * Owner ids. inspect names the holder from dlock_owners, the row of the
+ * lock's server process for the key (inspect.c), which is written over
+ * the fence connection, autocommitted (rows written inside the lock's
+ * transaction would be invisible to inspect until the release), and only
+ * when it may not say this holder (owner id, or "" when shared). What it
+ * says is vouched for by the server process itself, not by a memory of
+ * this connection's, which a transaction-pooling proxy would make wrong
+ * (other clients' transactions run on the same server process): the
+ * session setting dlock.owner, "key owner", set in every lock
+ * transaction and so kept only by one that commits, i.e. was granted and
+ * wrote its row first (a failed write rolls the lock back). The lock's
+ * round trip reads the value the last one left: if it is this holder's,
+ * so is the row, since only a lock transaction on that process writes
+ * its row. No table read in the hot path: that cost ~20 us a cycle
+ * (planning), measured.
  *
  * The lock's transaction writes nothing a crash must keep: the lock dies
  * with the server anyway. It commits with synchronous_commit off, so
@@ -73,47 +90,49 @@ enum {
  */
 #define TX_TURN_FLIP 0x5a5a000000000000ull
 
-/* The wait's limit, and the keepalives and the silence limit
- * [B-BOUND-1] (bound.c), all local to the transaction, which is exactly the
- * lock's life; then (not for the floor, the bare lock) a commit that does
- * not wait for the disk (see the top). */
-#define SQL_SET_TX_LIMITS                                                   \
-    "SELECT set_config('lock_timeout', $1, true),"                          \
-    " set_config('tcp_keepalives_idle', $2, true),"                         \
-    " set_config('tcp_keepalives_interval', $3, true),"                     \
-    " set_config('tcp_keepalives_count', $4, true),"                        \
-    " set_config('idle_in_transaction_session_timeout', $5, true)"
+/* The server process, and the owner row its last committed lock
+ * transaction vouched for (dlock.owner, "key owner": see the top), read
+ * first (a MATERIALIZED CTE) and then set to this one's ($6); the wait's
+ * limit, and the keepalives and the silence limit [B-BOUND-1] (bound.c),
+ * all local to the transaction, which is exactly the lock's life; a commit
+ * that does not wait for the disk (see the top). */
 static const char SQL_SET_TX[] =
-    SQL_SET_TX_LIMITS ", set_config('synchronous_commit', 'off', true)";
+    "WITH p AS MATERIALIZED"
+    " (SELECT current_setting('dlock.owner', true) AS was)"
+    " SELECT p.was, pg_backend_pid(), set_config('dlock.owner', $6, false),"
+    " set_config('lock_timeout', $1, true),"
+    " set_config('tcp_keepalives_idle', $2, true),"
+    " set_config('tcp_keepalives_interval', $3, true),"
+    " set_config('tcp_keepalives_count', $4, true),"
+    " set_config('idle_in_transaction_session_timeout', $5, true),"
+    " set_config('synchronous_commit', 'off', true) FROM p";
 static const char SQL_ONE[] = "SELECT 1";
-/* The fence, and who took it (an exclusive holder's owner id, "" for a
- * shared one), in the name's counter row for inspect: the lock
- * transaction's own writes are invisible to others until it ends, and
- * pg_locks knows only the server process. While the lock is held
- * exclusively, its holder is the last to have taken a fence. */
-static const char SQL_FENCE[] =
-    "INSERT INTO dlock_fence_holders AS h (key, e, n, owner)"
-    " VALUES ($1, " DLOCK__PG_FENCE_EPOCH ", 1, $2)"
-    " ON CONFLICT (key) DO UPDATE SET n = h.n + 1,"
-    " owner = EXCLUDED.owner RETURNING h.e, h.n";
-/* A bump's mending of the counters (fence.c). */
-static const char SQL_MEND[] =
-    "UPDATE dlock_fence_holders SET e = " DLOCK__PG_FENCE_EPOCH ", n = 0"
-    " WHERE e IS NULL OR ($1::bool AND key = $2)";
-#define SQL_HOLDERS_DDL                                                     \
-    "CREATE UNLOGGED TABLE IF NOT EXISTS dlock_fence_holders (key text"     \
-    " PRIMARY KEY, e bigint, n bigint NOT NULL, owner text NOT NULL)"
-/* Every table the fences need, for both modes' ddl. */
+/* The owner row of server process $1 (inspect.c), the only one it needs:
+ * a process holds one lock of these modes at a time, so its rows of other
+ * keys are stale. Written over the fence connection (autocommitted). */
+static const char SQL_OWNER_CLEAR[] =
+    "DELETE FROM dlock_owners WHERE pid = $1::int AND key <> $2";
+static const char SQL_OWNER_SET[] =
+    "INSERT INTO dlock_owners (pid, key, owner) VALUES ($1::int, $2, $3)"
+    " ON CONFLICT (pid, key) DO UPDATE SET owner = EXCLUDED.owner";
+/* Every relation the fences and owner ids need, for both modes' ddl. */
 #define TX_FENCE_DDL                                                        \
     DLOCK__PG_FENCE_DDL_EPOCH, DLOCK__PG_FENCE_DDL_EPOCH_ROW,               \
-        DLOCK__PG_FENCE_DDL_MARKER, SQL_HOLDERS_DDL
-#define TX_FENCE_OF DLOCK__PG_FENCE_OF("h.e", "h.n")
+        DLOCK__PG_FENCE_DDL_SEQ, DLOCK__PG_OWNERS_DDL("dlock_owners")
+/* A lock statement L in a CTE whose rows exist only when the lock was
+ * taken, and the fence drawn from each (MATERIALIZED: run first, whole,
+ * so the draw follows the grant). */
+#define TX_DRAWN(L)                                                         \
+    "WITH l AS MATERIALIZED (" L ") SELECT " DLOCK__PG_FENCE_DRAW " FROM l"
 
 /* ---- the fence connection ---------------------------------------------- */
 
-/* A fence committed over the ctx's fence connection (see the top). */
-static int tx_fence(struct pg_session *s, const char *key,
-                    const char *owner, uint64_t *out)
+/* Run job over the ctx's fence connection (see the top), opened on first
+ * need and once more if it was lost. */
+static int tx_on_fence_conn(struct pg_session *s, const char *what,
+                            int (*job)(struct pg_session *fs, void *arg,
+                                       char *err, size_t errlen),
+                            void *arg)
 {
     struct pg_ctx *x = s->x;
     char err[512] = "";
@@ -121,7 +140,6 @@ static int tx_fence(struct pg_session *s, const char *key,
 
     pthread_mutex_lock(&x->fence_mu);
     for (int attempt = 0; attempt < 2; attempt++) {
-        struct pg_q q = {SQL_FENCE, 2, {key, owner}};
         struct pg_session *fs = x->fence;
         if (fs == NULL) {
             fs = calloc(1, sizeof *fs);
@@ -139,20 +157,55 @@ static int tx_fence(struct pg_session *s, const char *key,
             }
             x->fence = fs;
         }
-        rc = dlock__pg_fence(fs, NULL, 0, 1, &q, SQL_MEND, key, out, err,
-                             sizeof err);
-        if (rc != DLOCK_ECONNECT)
+        if ((rc = job(fs, arg, err, sizeof err)) != DLOCK_ECONNECT)
             break;
-        /* A reply lost with the connection may have taken a value: once
-         * more skips one, which fencing allows. */
         dlock__pg_drop(fs);
         free(fs);
         x->fence = NULL;
     }
     pthread_mutex_unlock(&x->fence_mu);
     if (rc != DLOCK_OK)
-        return dlock_session_error(&s->base, rc, "fence connection: %s", err);
+        return dlock_session_error(&s->base, rc, "fence connection: %s: %s",
+                                   what, err);
     return DLOCK_OK;
+}
+
+/* A fence drawn afresh, after the epoch's check: the value drawn with the
+ * lock is discarded. A reply lost with the connection may have taken a
+ * value: drawing once more skips one, which fencing allows. */
+static int tx_fence_job(struct pg_session *fs, void *arg, char *err,
+                        size_t errlen)
+{
+    return dlock__pg_fence(fs, 0, arg, err, errlen);
+}
+
+/* What the owner row of a lock's server process must say. */
+struct tx_owner {
+    const char *pid, *key, *owner;
+};
+
+static int tx_owner_job(struct pg_session *fs, void *arg, char *err,
+                        size_t errlen)
+{
+    const struct tx_owner *o = arg;
+    struct pg_q q[2] = {
+        {SQL_OWNER_CLEAR, 2, {o->pid, o->key}},
+        {SQL_OWNER_SET, 3, {o->pid, o->key, o->owner}},
+    };
+    struct pg_res res;
+    int rc = dlock__pg_run(fs, q, 2, dlock__pg_deadline(fs->cf), &res);
+
+    if (rc == PG_SQLERR)
+        rc = dlock_errorf(err, errlen, DLOCK_ERROR, "%s (SQLSTATE %s)",
+                          PQresultErrorField(res.r[res.failed],
+                                             PG_DIAG_MESSAGE_PRIMARY),
+                          res.state);
+    else if (rc == DLOCK_ECONNECT)
+        dlock_errorf(err, errlen, rc, "%s", fs->why);
+    else if (rc != DLOCK_OK)
+        dlock_errorf(err, errlen, rc, "creating its tables failed");
+    dlock__pg_res_clear(&res);
+    return rc;
 }
 
 void dlock__pg_tx_fence_close(struct pg_ctx *x)
@@ -176,17 +229,19 @@ static int tx_acquire(struct dlock_session *ds,
     int sh = req->kind == DLOCK_KIND_SHARED;
     bool rows = cf->mode->row_key;
     bool turn = cf->sql[TX_TURN] != NULL;
-    char key[65], tkey[24], lt[16], idle[16];
+    char key[65], tkey[24], lt[16], idle[16], mine[136];
     uint8_t d[32];
+    const char *owner = sh ? "" : req->owner;
     struct pg_q q[PG_MAXQ];
     struct pg_res res;
-    int rc;
+    int rc, nq;
 
     (void)retry_ms;
     if ((rc = dlock__pg_ready(s)) != DLOCK_OK)
         return rc;
     dlock__pg_digest(cf, req->name, req->name_len, d);
     dlock__pg_digest_key(cf, d, key);
+    snprintf(mine, sizeof mine, "%s %s", key, owner);
     dlock__pg_lock_timeout(lt, deadline);
     dlock__pg_idle_text(idle, req->lease_ms);
     if (turn) {
@@ -197,14 +252,19 @@ static int tx_acquire(struct dlock_session *ds,
 
     /* Two tries at most: the second after creating a missing lock row. */
     for (int attempt = 0; attempt < 2; attempt++) {
-        int nq = 0, lockq;
+        int lockq;
         const PGresult *last;
+        uint64_t v;
+        char pid[16];
+        bool ours;
 
-        /* BEGIN, the wait's limits, the lock: one round trip. */
+        /* BEGIN, the wait's limits, the lock and its fence: one round
+         * trip. */
+        nq = 0;
         q[nq++] = (struct pg_q){"BEGIN", 0, {NULL}};
-        q[nq++] = (struct pg_q){SQL_SET_TX, 5,
+        q[nq++] = (struct pg_q){SQL_SET_TX, 6,
                                 {lt, cf->ka_idle, cf->ka_interval,
-                                 cf->ka_count, idle}};
+                                 cf->ka_count, idle, mine}};
         if (turn)
             q[nq++] = (struct pg_q){cf->sql[TX_TURN + sh], 1, {tkey}};
         lockq = nq;
@@ -244,16 +304,26 @@ static int tx_acquire(struct dlock_session *ds,
             continue;
         }
         last = res.r[lockq];
-        if (PQntuples(last) == 0 ||
-            (!rows && deadline == 0 &&
-             strcmp(PQgetvalue(last, 0, 0), "t") != 0)) {
+        if (PQntuples(last) == 0) {
             dlock__pg_res_clear(&res);
             dlock__pg_rollback(s);
             return DLOCK_EBUSY; /* pg_try_advisory_xact_lock said no */
         }
+        v = dlock__pg_u64(last, 0, 0);
+        snprintf(pid, sizeof pid, "%s", PQgetvalue(res.r[1], 0, 1));
+        ours = strcmp(PQgetvalue(res.r[1], 0, 0), mine) == 0;
         dlock__pg_res_clear(&res);
-        if ((rc = tx_fence(s, key, sh ? "" : req->owner, &g->fence)) !=
-            DLOCK_OK) {
+        if (dlock__pg_fence_ok(s->x, v))
+            g->fence = v;
+        else
+            rc = tx_on_fence_conn(s, "fence", tx_fence_job, &g->fence);
+        /* Who holds it, for inspect, where the lock's server process has
+         * another's (see the top). */
+        if (rc == DLOCK_OK && !ours) {
+            struct tx_owner o = {pid, key, owner};
+            rc = tx_on_fence_conn(s, "owner id", tx_owner_job, &o);
+        }
+        if (rc != DLOCK_OK) {
             dlock__pg_rollback(s);
             return rc;
         }
@@ -308,21 +378,18 @@ static int tx_renew(struct dlock_session *ds, struct dlock_renewal *items,
 
 /* ---- for_update's inspect ---------------------------------------------- */
 
-/* The row's fence, and its holder if a transaction has it locked. */
+/* The row's holder if a transaction has it locked (no fence per name:
+ * the fence stays 0, unknown). */
 static void fu_read(const PGresult *r, dlock_state *out)
 {
     out->held = 0;
-    if (PQntuples(r) > 0) {
-        if (!PQgetisnull(r, 0, 0))
-            out->fence = dlock__pg_u64(r, 0, 0);
-        if (!PQgetisnull(r, 0, 3)) {
-            out->held = 1;
-            /* Who took the last fence (SQL_FENCE): "" for shared. */
-            snprintf(out->owner, sizeof out->owner, "%s",
-                     PQgetisnull(r, 0, 2) || PQgetvalue(r, 0, 2)[0] == '\0'
-                         ? "(shared holders)"
-                         : PQgetvalue(r, 0, 2));
-        }
+    if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 1)) {
+        out->held = 1;
+        /* The owner row of the locking process: "" for shared. */
+        snprintf(out->owner, sizeof out->owner, "%s",
+                 PQgetisnull(r, 0, 0) || PQgetvalue(r, 0, 0)[0] == '\0'
+                     ? "(shared holders)"
+                     : PQgetvalue(r, 0, 0));
     }
 }
 
@@ -355,7 +422,22 @@ static int fu_floor(const struct dlock_uri *uri, const char *name,
      DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |  \
      DLOCK_CAP_SHARED | DLOCK_CAP_FENCING | DLOCK_CAP_LATCH)
 
-/* The fence comes from the sequence, over the fence connection. */
+/* Version 15 or later, for the unlogged sequence of the fences. */
+static int tx_on_connect(struct pg_session *s, int64_t deadline, char *err,
+                         size_t errlen)
+{
+    int v = PQserverVersion(s->conn);
+
+    (void)deadline;
+    if (v >= 150000)
+        return DLOCK_OK;
+    return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
+                        "mode=%s needs PostgreSQL 15 or later (this server "
+                        "is %d.%d; its fencing tokens come from an UNLOGGED "
+                        "SEQUENCE, new in 15); use mode=lease",
+                        s->cf->mode->pub.name, v / 10000, v / 100 % 100);
+}
+
 const struct pg_mode dlock__pg_mode_advisory_xact = {
     .pub = {
         .name = "advisory_xact",
@@ -373,26 +455,31 @@ const struct pg_mode dlock__pg_mode_advisory_xact = {
         .fence_floor = dlock__pg_fence_floor, .forget = dlock__pg_forget,
         .floor_wait = dlock__pg_floor_wait,
     },
-    .no_table = "its fencing tokens come from the table dlock_fence_holders",
+    .no_table = "its owner ids are kept in the table dlock_owners",
     .sql = {
-        [TX_TRY] = "SELECT pg_try_advisory_xact_lock($1::bigint)",
-        [TX_TRY_SH] = "SELECT pg_try_advisory_xact_lock_shared($1::bigint)",
-        [TX_WAIT] = "SELECT pg_advisory_xact_lock($1::bigint)",
-        [TX_WAIT_SH] = "SELECT pg_advisory_xact_lock_shared($1::bigint)",
+        [TX_TRY] = TX_DRAWN("SELECT pg_try_advisory_xact_lock($1::bigint)"
+                            " AS got") " WHERE l.got",
+        [TX_TRY_SH] = TX_DRAWN("SELECT"
+                               " pg_try_advisory_xact_lock_shared($1::bigint)"
+                               " AS got") " WHERE l.got",
+        [TX_WAIT] = TX_DRAWN("SELECT pg_advisory_xact_lock($1::bigint)"),
+        [TX_WAIT_SH] =
+            TX_DRAWN("SELECT pg_advisory_xact_lock_shared($1::bigint)"),
     },
     .ddl = {TX_FENCE_DDL, NULL},
+    /* No fence per name: 0, unknown. */
     .inspect = DLOCK__PG_LOCKS_INSPECT(
-        "(SELECT " TX_FENCE_OF " FROM dlock_fence_holders h"
-        " WHERE h.key = $1::text)",
-        "(SELECT owner FROM dlock_fence_holders WHERE key = $1::text)"),
+        "NULL::bigint",
+        "(SELECT o.owner FROM dlock_owners o WHERE o.pid = l.pid"
+        " AND o.key = $1::text)"),
+    .on_connect = tx_on_connect,
 };
 
-/* The fence and the exclusive holder's owner id are in the name's counter
- * row (SQL_FENCE), drawn over the fence connection; the lock row's own
- * owner, fence and locked_at columns are no longer written (the release
- * would have to commit them). A row locked by a running transaction
- * carries that transaction's id in xmax, which pg_stat_activity shows:
- * inspect's holder. */
+/* The lock row's own owner, fence and locked_at columns are no longer
+ * written (the release would have to commit them). A row locked by a
+ * running transaction carries that transaction's id in xmax, which
+ * pg_stat_activity shows with its server process: inspect's holder, whose
+ * owner row (dlock_owners) names it. */
 const struct pg_mode dlock__pg_mode_for_update = {
     .pub = {
         .name = "for_update",
@@ -413,14 +500,16 @@ const struct pg_mode dlock__pg_mode_for_update = {
     .table = "dlock_locks",
     .row_key = true,
     .sql = {
-        [TX_TRY] = "SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
-                   " FOR UPDATE NOWAIT",
-        [TX_TRY_SH] = "SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
-                      " FOR SHARE NOWAIT",
-        [TX_WAIT] = "SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
-                    " FOR UPDATE",
-        [TX_WAIT_SH] = "SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
-                       " FOR SHARE",
+        /* No row: no lock, no draw (the row is made, then locked). */
+        [TX_TRY] = TX_DRAWN("SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
+                            " FOR UPDATE NOWAIT"),
+        [TX_TRY_SH] = TX_DRAWN("SELECT 1 FROM {t}"
+                               " WHERE key = decode($1, 'hex')"
+                               " FOR SHARE NOWAIT"),
+        [TX_WAIT] = TX_DRAWN("SELECT 1 FROM {t} WHERE key = decode($1, 'hex')"
+                             " FOR UPDATE"),
+        [TX_WAIT_SH] = TX_DRAWN("SELECT 1 FROM {t}"
+                                " WHERE key = decode($1, 'hex') FOR SHARE"),
         [TX_INSERT_ROW] = "INSERT INTO {t} (key, namespace, name)"
                           " VALUES (decode($1, 'hex'), $2, $3)"
                           " ON CONFLICT (key) DO NOTHING",
@@ -433,8 +522,10 @@ const struct pg_mode dlock__pg_mode_for_update = {
             " owner text NOT NULL DEFAULT '',"
             " fence bigint NOT NULL DEFAULT 0, locked_at timestamptz)",
             TX_FENCE_DDL, NULL},
-    .inspect = "SELECT " TX_FENCE_OF ", t.owner, h.owner, a.pid"
+    .inspect = "SELECT o.owner, a.pid"
                " FROM {t} t LEFT JOIN pg_stat_activity a"
-               " ON a.backend_xid = t.xmax LEFT JOIN dlock_fence_holders h"
-               " ON h.key = $1 WHERE t.key = decode($1, 'hex')",
+               " ON a.backend_xid = t.xmax LEFT JOIN dlock_owners o"
+               " ON o.pid = a.pid AND o.key = $1"
+               " WHERE t.key = decode($1, 'hex')",
+    .on_connect = tx_on_connect,
 };

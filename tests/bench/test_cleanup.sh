@@ -29,8 +29,9 @@ zk_nodes() {
         grep -c '^/dlock/'
 }
 # Rows of every table of the public schema, each counted exactly, but the
-# fence source's epoch and its marker (one row each for the whole server,
-# never to be removed: fence.c), as zk's shared root.
+# fence source's epoch (one row for the whole server, never to be
+# removed: fence.c; dlock_fence_marker is an earlier version's), as zk's
+# shared root.
 pg_rows() {
     psql -X -q -At "$DLOCK_TEST_PG_ADMIN_URI" -c "SELECT coalesce(sum((xpath('/row/c/text()',
         query_to_xml('SELECT count(*) AS c FROM public.' || quote_ident(tablename),

@@ -8,7 +8,9 @@
  *            100 000 names do not collide, URI parameters are checked;
  *            permits: in mode advisory each a slot of its own on its own
  *            connection (seen in pg_locks), hostile names as permits; in
- *            mode lease each a slot row with its handle's owner id.
+ *            mode lease each a slot row with its handle's owner id;
+ *            advisory_xact and for_update name each holder in turn when
+ *            two handles take one name over one connection.
  *   many     2000 advisory locks held by one client share a few connections.
  *   faults   a SIGKILLed holder frees connection-bound locks at once and
  *            lease locks after the lease; a terminated connection loses an
@@ -18,8 +20,9 @@
  *   crash    fences never repeat across a server crash: processes take
  *            locks and permits while the postmaster is SIGKILLed and
  *            restarted; every fence after recovery is above every fence
- *            before, and each name's fences strictly increase; a full
- *            counter (2^40) moves on to the next epoch.
+ *            before, and each name's fences strictly increase; the
+ *            sequence's run into the next epoch raises the durable one,
+ *            and a reset sequence is moved above a new one.
  *   bench    prints (never asserts) the raw floor against a dlock cycle and
  *            the hand-off latency between 8 processes, for every mode.
  *
@@ -171,15 +174,15 @@ static const char *const hostile[] = {
     "\"{}\"",
     "\xe9\x94\x81 \xf0\x9f\x94\x92",
     "%s%n%x",
-    "dlock_fence_marker'); DELETE FROM dlock_fence_epoch; --",
+    "dlock_fence_useq'); DELETE FROM dlock_fence_epoch; --",
 };
 #define NHOSTILE (sizeof hostile / sizeof hostile[0])
 
 static void check_tables_intact(PGconn *a)
 {
     static const char *const rels[] = {
-        "dlock_fence_counters", "dlock_locks", "dlock_leases",
-        "dlock_fence_holders", "dlock_fence_epoch", "dlock_fence_marker"};
+        "dlock_owners", "dlock_locks", "dlock_leases", "dlock_fence_epoch",
+        "dlock_fence_useq"};
     for (size_t i = 0; i < sizeof rels / sizeof rels[0]; i++)
         if (sql_num(a, "SELECT count(*) FROM pg_class WHERE relname = '%s'",
                     rels[i]) != 1)
@@ -529,6 +532,39 @@ static void postgres__uri_parameters(void **state)
  * same as a connected client of each mode reports. The connection-bound
  * modes must claim a server-side silence limit [B-BOUND-1]; lease must
  * not be connection-bound. */
+/* The tx modes name the holder from the owner row of the lock's server
+ * process, rewritten only when the process's own dlock.owner setting says
+ * its last lock was another's: two handles of one client take one name in
+ * turn over one pooled connection, and inspect names each in turn. (Behind
+ * a transaction pooler the other handle would be another client's; the
+ * setting lives in the server process, so the same holds.) */
+static void postgres__tx_owner_follows_the_holder(void **state)
+{
+    static const char *const ms[] = {"advisory_xact", "for_update"};
+
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        dlock_client *c = h_client(uri_of("mode=%s", ms[m]));
+        dlock_client *other = h_client(uri_of("mode=%s", ms[m]));
+        const char *name = h_name("owner");
+        dlock_lock *lk[2] = {h_lock(c, name, 0, 0), h_lock(c, name, 0, 0)};
+
+        for (int i = 0; i < 6; i++) {
+            dlock_lock *h = lk[i % 2 == 0 || i == 5];
+            dlock_state st = DLOCK_STATE_INIT;
+            assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
+            assert_int_equal(dlock_inspect(other, name, &st), DLOCK_OK);
+            assert_int_equal(st.held, 1);
+            assert_string_equal(st.owner, dlock_lock_owner(h));
+            assert_int_equal(dlock_release(h), DLOCK_OK);
+        }
+        dlock_lock_free(lk[0]);
+        dlock_lock_free(lk[1]);
+        dlock_client_close(other);
+        dlock_client_close(c);
+    }
+}
+
 static void postgres__modes_and_caps(void **state)
 {
     const uint32_t bound = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
@@ -675,7 +711,8 @@ static int lease_slots_held(PGconn *a, const char *name, uint32_t n,
 
 /* A semaphore of 3 seen from the server (held: the mode's view): three
  * permits, two of one client, hold slots 0-2, one each; a fourth is
- * refused; inspect counts the holders (and, owner_ids, names them);
+ * refused; inspect counts the holders (and, owner_ids, names them and
+ * knows the last fence);
  * fences strictly increase across permits; a release serves the fourth;
  * afterwards nothing is held. The clients stay open for the caller. */
 static void permits_seen(dlock_client *c1, dlock_client *c2, PGconn *a,
@@ -702,7 +739,9 @@ static void permits_seen(dlock_client *c1, dlock_client *c2, PGconn *a,
     assert_non_null(strstr(st.owner, "3 permit holders"));
     for (int i = 0; i < 3 && owner_ids; i++)
         assert_non_null(strstr(st.owner, dlock_lock_owner(p[i])));
-    assert_int_equal(st.fence, last);
+    /* Lease rows keep their fence; advisory's come from one sequence for
+     * every name, which keeps none per name: 0, unknown. */
+    assert_int_equal(st.fence, owner_ids ? last : 0);
     assert_int_equal(dlock_release(p[1]), DLOCK_OK);
     assert_int_equal(dlock_acquire(p[3], 5000), DLOCK_OK);
     assert_true(dlock_fence(p[3]) > last);
@@ -1272,19 +1311,31 @@ static void postgres__bench_prints_numbers(void **state)
 /* ---- crash: fences across a server crash ------------------------------ */
 
 /*
- * The fence source (backends/postgres/fence.c) keeps its counters in
- * unlogged tables, which crash recovery empties; the epoch above them is
- * bumped when that happened. CRASH_PROCS processes take and release
- * locks on CRASH_NAMES names (permits of 2, in permit runs) and log
- * every fence in shared memory with the phase of the run it was taken in
- * (a grant's phase at its start and at its end) and, for locks, a number
- * drawn while holding it (hold order). Between the phases the postmaster
- * and its processes are SIGKILLed and the server restarted. Judged: every
- * fence of an acquire begun after the restart is above every fence of one
- * ended before the kill; each name's fences strictly increase in hold
- * order (locks) or are all distinct (permits). With the epoch left out of
- * the fence (counters alone), the counters restart after the crash and
- * this fails.
+ * The fence source (backends/postgres/fence.c) draws from an unlogged
+ * sequence, which crash recovery resets; the durable epoch it must be
+ * above is bumped when that happened. CRASH_PROCS processes take and
+ * release locks on CRASH_NAMES names (permits of 2, in permit runs) and
+ * log every fence in shared memory with the phase of the run it was taken
+ * in (a grant's phase at its start and at its end) and, for locks, a
+ * number drawn while holding it (hold order) and whether its release
+ * succeeded. Between the phases the postmaster and its processes are
+ * SIGKILLed and the server restarted. Judged: every fence of an acquire
+ * begun after the restart is above every fence of one ended before the
+ * kill; each name's fences strictly increase in hold order (locks) or are
+ * all distinct (permits).
+ *
+ * Hold order is judged over holds whose release succeeded: only those
+ * were held until their holder let go. A server process that finds its
+ * postmaster gone exits, and frees its locks, at once (an idle one) or
+ * after its statement (one waiting for a lock): a holder can be granted a
+ * lock, with its fence drawn in the same statement, whose server process
+ * then exits before the holder reads the answer, so the next holder gets
+ * it, and a larger fence, before the first even knows it held. That is
+ * the case fences are for (the store refuses the first holder's smaller
+ * fence), and its release fails.
+ *
+ * With the epoch left out (not bumped after the crash), the sequence
+ * restarts below the fences before it and this fails.
  */
 #define CRASH_PROCS 3
 #define CRASH_NAMES 2
@@ -1294,6 +1345,7 @@ static void postgres__bench_prints_numbers(void **state)
 struct crash_rec {
     uint64_t fence, order;
     int name, start_phase, end_phase;
+    bool released; /* dlock_release() succeeded */
 };
 
 struct crash_log {
@@ -1328,13 +1380,16 @@ static void crash_child(struct crash_log *lg, const char *uri,
         if ((r = dlock_acquire(lk[ni], 2000)) == DLOCK_OK) {
             int k = atomic_fetch_add(&lg->n, 1);
             uint64_t order = atomic_fetch_add(&lg->order, 1);
-            if (k < CRASH_RECS)
-                lg->rec[k] = (struct crash_rec){dlock_fence(lk[ni]), order,
-                                                ni, ps,
-                                                atomic_load(&lg->phase)};
+            struct crash_rec cr = {dlock_fence(lk[ni]), order, ni, ps,
+                                   atomic_load(&lg->phase), false};
             after += ps == 2;
-            dlock_release(lk[ni]); /* may fail: the server is gone */
+            /* may fail: the server is gone */
+            cr.released = dlock_release(lk[ni]) == DLOCK_OK;
+            if (k < CRASH_RECS)
+                lg->rec[k] = cr;
         } else if (r != DLOCK_ETIMEDOUT && r != DLOCK_EBUSY) {
+            if (getenv("DLOCK_TEST_VERBOSE") != NULL)
+                fprintf(stderr, "  acquire: %s\n", dlock_lock_errmsg(lk[ni]));
             h_sleep_ms(20); /* the server is down or restarting */
         }
     }
@@ -1393,8 +1448,13 @@ static void crash_run(const char *mode, uint32_t permits)
     assert_int_equal(ctl("kill"), 0);
     assert_int_equal(ctl("start"), 0);
     atomic_store(&lg->phase, 2);
-    for (int p = 0; p < CRASH_PROCS; p++)
-        failed += h_wait(pid[p]) != 0;
+    for (int p = 0; p < CRASH_PROCS; p++) {
+        int st = h_wait(pid[p]);
+        if (st != 0)
+            fprintf(stderr, "  %s: process %d ended with status %d\n", mode,
+                    p, st);
+        failed += st != 0;
+    }
     atomic_store(&lg->stop, 1);
     n = atomic_load(&lg->n);
     assert_true(n <= CRASH_RECS);
@@ -1430,12 +1490,18 @@ static void crash_run(const char *mode, uint32_t permits)
                  "handed out before it (%llu)",
                  mode, (unsigned long long)min_after,
                  (unsigned long long)max_before);
-    /* Per name: locks strictly increase in hold order; permits (held
-     * side by side) are at least all distinct. */
+    /* Per name: locks strictly increase in hold order (holds released;
+     * see the top); permits (held side by side) are at least all
+     * distinct. */
     qsort(lg->rec, (size_t)n, sizeof lg->rec[0],
           permits ? crash_by_fence : crash_by_order);
-    for (int i = 1; i < n; i++) {
-        const struct crash_rec *a = &lg->rec[i - 1], *b = &lg->rec[i];
+    for (int i = 1, last = 0; i < n; i++) {
+        const struct crash_rec *a = &lg->rec[last], *b = &lg->rec[i];
+        if (!permits && !b->released)
+            continue;
+        last = i;
+        if (!permits && !a->released)
+            continue;
         if (a->name == b->name && b->fence <= a->fence)
             fail_msg("%s: name %d's fence %llu (hold %llu) follows %llu "
                      "(hold %llu)",
@@ -1447,48 +1513,64 @@ static void crash_run(const char *mode, uint32_t permits)
     munmap(lg, sizeof *lg);
 }
 
-/* A counter that reached 2^40 (set by hand here) forces a new epoch and
- * restarts: the next fence is still larger. advisory draws in the lock's
- * statement (dlock_fence_counters), advisory_xact over its fence
- * connection (dlock_fence_holders, keyed by the key as text). */
-static void postgres__full_fence_counter_moves_to_next_epoch(void **state)
+/* The epoch's two ways up, by hand on the sequence (the admin plays the
+ * 2^40th draw, and the crash's reset, which the crash test does for
+ * real): a fence that runs into the next epoch is handed out only once
+ * the durable epoch is raised to it; a sequence found below the durable
+ * epoch (RESTART: what crash recovery does to an unlogged sequence) is
+ * moved above a new one before any fence is handed out. advisory draws in
+ * the lock's statement, advisory_xact in its transaction. */
+static void postgres__fence_epoch_raised_and_bumped(void **state)
 {
-    static const char *const tables[] = {"dlock_fence_counters",
-                                         "dlock_fence_holders"};
     static const char *const ms[] = {"advisory", "advisory_xact"};
     PGconn *a = admin();
 
     (void)state;
     for (int m = 0; m < 2; m++) {
         dlock_client *c = h_client(uri_of("mode=%s", ms[m]));
-        const char *name = h_name("full");
-        dlock_lock *lk = h_lock(c, name, 0, 0);
-        long long key = (long long)key_of("", name, strlen(name));
-        uint64_t f1, f2, f3;
+        dlock_lock *lk = h_lock(c, h_name("epoch"), 0, 0);
+        uint64_t f1, f2, f3, f4;
+        long long e;
 
         assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
         f1 = dlock_fence(lk);
         assert_int_equal(dlock_release(lk), DLOCK_OK);
+        e = sql_num(a, "SELECT epoch FROM dlock_fence_epoch");
+        assert_int_equal((long long)(f1 >> 40), e);
+        /* The next draw is the epoch's last value, then the next epoch. */
         assert_int_equal(sql_num(a,
-                                 "WITH u AS (UPDATE %s SET n = (1::bigint << "
-                                 "40) - 2 WHERE key = '%lld' RETURNING 1) "
-                                 "SELECT count(*) FROM u",
-                                 tables[m], key),
-                         1);
+                                 "SELECT setval('dlock_fence_useq', "
+                                 "((%lld::bigint + 1) << 40) - 2) * 0",
+                                 e),
+                         0);
         assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
         f2 = dlock_fence(lk);
         assert_int_equal(dlock_release(lk), DLOCK_OK);
         assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
         f3 = dlock_fence(lk);
         assert_int_equal(dlock_release(lk), DLOCK_OK);
-        fprintf(stderr, "  %s: fences %llx, %llx (full), then %llx\n",
-                ms[m], (unsigned long long)f1, (unsigned long long)f2,
-                (unsigned long long)f3);
+        assert_int_equal(sql_num(a, "SELECT epoch FROM dlock_fence_epoch"),
+                         e + 1);
+        /* A reset sequence: its values (epoch 0) are never handed out. */
+        assert_int_equal(sql_num(a, "SELECT setval('dlock_fence_useq', 1, "
+                                    "false) * 0"),
+                         0);
+        assert_int_equal(dlock_acquire(lk, 0), DLOCK_OK);
+        f4 = dlock_fence(lk);
+        assert_int_equal(dlock_release(lk), DLOCK_OK);
+        fprintf(stderr, "  %s: fences %llx, %llx, %llx (next epoch), %llx "
+                "(after a reset)\n", ms[m], (unsigned long long)f1,
+                (unsigned long long)f2, (unsigned long long)f3,
+                (unsigned long long)f4);
         assert_true(f2 > f1);
-        assert_int_equal(f2 & ((1ull << 40) - 1), (1ull << 40) - 1);
+        assert_int_equal(f2, ((uint64_t)(e + 1) << 40) - 1);
+        /* advisory_xact draws it again over its fence connection. */
         assert_true(f3 > f2);
-        assert_int_equal(f3 >> 40, (f2 >> 40) + 1);
-        assert_int_equal(f3 & ((1ull << 40) - 1), 1);
+        assert_int_equal(f3 >> 40, (uint64_t)e + 1);
+        assert_true(f4 > f3);
+        assert_int_equal(f4 >> 40, (uint64_t)e + 2);
+        assert_int_equal(sql_num(a, "SELECT epoch FROM dlock_fence_epoch"),
+                         e + 2);
         dlock_lock_free(lk);
         dlock_client_close(c);
     }
@@ -1521,6 +1603,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(postgres__advisory_keys_100k_no_collision),
         cmocka_unit_test(postgres__uri_parameters),
         cmocka_unit_test(postgres__modes_and_caps),
+        cmocka_unit_test(postgres__tx_owner_follows_the_holder),
         cmocka_unit_test(postgres__permits_one_slot_each),
         cmocka_unit_test(postgres__lease_permits_one_row_each),
     };
@@ -1536,7 +1619,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(postgres__paused_or_stopped_server),
     };
     const struct CMUnitTest crash[] = {
-        cmocka_unit_test(postgres__full_fence_counter_moves_to_next_epoch),
+        cmocka_unit_test(postgres__fence_epoch_raised_and_bumped),
         cmocka_unit_test(postgres__fences_above_all_after_server_crash),
     };
     const struct CMUnitTest bench[] = {
