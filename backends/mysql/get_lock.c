@@ -11,7 +11,10 @@
  * GET_LOCK and RELEASE_LOCK, and starts no thread (only a wait watches
  * for a cancel). A wait (or a try failed for a full table) goes through
  * gl_resolve and then bumps the fence; a name's first acquire since the
- * server started bumps it with a second statement, from the marker.
+ * server started bumps it with a second statement, from the marker. An
+ * acquire that may wait for a name its session last found held by
+ * another goes to gl_resolve at once (gl_skip_try): a hand-off is then
+ * the wait and the bump, as before the try existed.
  *
  * Counting semaphores: a semaphore of N permits is N named locks, its
  * slots, and a permit is one slot held (the design is under "permits"
@@ -24,6 +27,7 @@
  * inspect; the mode.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "my.h"
 
@@ -77,13 +81,19 @@ static const struct dlock__my_stmt gl_take = {
     GL_TAKE, MY_FENCE_INSERT "SELECT ?, 0, ? FROM DUAL "
                              "WHERE GET_LOCK(?, 0) = 1" MY_FENCE_NEXT};
 
-/* After gl_take wrote no row, or failed: 2 if this connection holds the
- * name already (gl_take took it before its write failed: a full table),
- * else GET_LOCK(?, ?) (1 granted, 0 timed out, NULL an error). IF
- * evaluates the branch it picks only. */
+/* After gl_take wrote no row, or failed, or instead of it (a name found
+ * busy last time): 2 if this connection holds the name already (gl_take
+ * took it before its write failed: a full table), else GET_LOCK(?, ?) (1
+ * granted, 0 timed out, NULL an error), plus GL_WAS_BUSY if another
+ * connection held the name when the statement began. A searched CASE
+ * evaluates its conditions in order and only the branch it picks (see
+ * "permits"), so GET_LOCK runs once. */
+#define GL_WAS_BUSY 4
 static const struct dlock__my_stmt gl_resolve = {
-    GL_RESOLVE,
-    "SELECT IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 2, GET_LOCK(?, ?))"};
+    GL_RESOLVE, "SELECT CASE WHEN IS_USED_LOCK(?) <=> CONNECTION_ID() THEN 2"
+                " WHEN IS_USED_LOCK(?) IS NULL THEN GET_LOCK(?, ?)"
+                " ELSE GET_LOCK(?, ?) + 4 END"};
+_Static_assert(GL_WAS_BUSY == 4, "gl_resolve adds 4");
 
 /* Permits: the first of GL_TRY slot names that GET_LOCK(slot, 0) grants,
  * by its position, or -1; why it never takes two is under "permits". */
@@ -150,22 +160,29 @@ static double gl_wait_s(const struct dlock__my_session *ms,
 
 /* q (gl_get_lock or gl_resolve) on ul, waiting wait_s; a wait is
  * cancellable [B-CANCEL-1]: DLOCK_OK with *got, or the code to return
- * (reported). A statement that cannot wait starts no watcher thread. */
+ * (reported). A statement that cannot wait starts no watcher thread.
+ * *busy (gl_resolve only): another connection held the name when the
+ * statement began. */
 static int gl_wait(struct dlock__my_session *ms,
                    const struct dlock__my_stmt *q, const char *ul,
-                   size_t ul_len, double wait_s, bool *got)
+                   size_t ul_len, double wait_s, bool *got, bool *busy)
 {
     struct dlock__my_conn *c = &ms->conn;
-    struct dlock__my_kill kill = {.started = false};
-    MYSQL_BIND p[3];
+    struct dlock__my_kill kill = {.armed = false};
+    MYSQL_BIND p[6];
     long long v;
     my_flag null;
     bool found;
     unsigned e;
     size_t n = 0;
 
-    if (q == &gl_resolve)
+    *busy = false;
+    if (q == &gl_resolve) {
         dlock__my_bind_text(&p[n++], ul, ul_len);
+        dlock__my_bind_text(&p[n++], ul, ul_len);
+        dlock__my_bind_text(&p[n++], ul, ul_len);
+        dlock__my_bind_f64(&p[n++], &wait_s);
+    }
     dlock__my_bind_text(&p[n++], ul, ul_len);
     dlock__my_bind_f64(&p[n], &wait_s);
     if (wait_s > 0)
@@ -191,6 +208,8 @@ static int gl_wait(struct dlock__my_session *ms,
             gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null);
         return rc;
     }
+    *busy = v >= GL_WAS_BUSY;
+    v = v >= GL_WAS_BUSY ? v - GL_WAS_BUSY : v;
     *got = v == 1 || v == 2; /* 2: gl_resolve found it held already */
     return DLOCK_OK;
 }
@@ -312,7 +331,7 @@ static int gl_permit_acquire(struct dlock__my_session *ms,
     size_t ul_len;
     unsigned start, slot = n;
     double wait_s;
-    bool got = false;
+    bool got = false, busy;
     int rc;
 
     start = dlock__my_first_slot(req);
@@ -326,8 +345,8 @@ static int gl_permit_acquire(struct dlock__my_session *ms,
         slot = start;
         ul_len = gl_name(ms, req, slot, key, ul);
         wait_s = gl_wait_s(ms, deadline_ms, ms->x->slice_ms);
-        if ((rc = gl_wait(ms, &gl_get_lock, ul, ul_len, wait_s, &got)) !=
-            DLOCK_OK)
+        if ((rc = gl_wait(ms, &gl_get_lock, ul, ul_len, wait_s, &got,
+                          &busy)) != DLOCK_OK)
             return rc;
         if (!got)
             return dlock__my_busy(deadline_ms, true, retry_ms);
@@ -382,6 +401,30 @@ static int gl_try(struct dlock__my_session *ms,
     return rc;
 }
 
+/*
+ * The try is skipped by an acquire that may wait for a name this session
+ * found held by another connection when it last came to take it (gl_resolve
+ * says, ms->busy keeps it): there the try is likely to fail, and costs a
+ * round trip plus a hold of the counters' table just when the holder's
+ * successor draws its token (docs/backends/mysql.md has what it saves).
+ * A wrong guess costs one round trip: the wait path's fence is a second
+ * statement.
+ */
+static bool gl_skip_try(const struct dlock__my_session *ms,
+                        const uint8_t key[MY_KEY_LEN], int64_t deadline_ms)
+{
+    return deadline_ms != 0 && ms->busy &&
+           memcmp(ms->busy_key, key, MY_KEY_LEN) == 0;
+}
+
+static void gl_note_busy(struct dlock__my_session *ms,
+                         const uint8_t key[MY_KEY_LEN], bool busy)
+{
+    ms->busy = busy;
+    if (busy)
+        memcpy(ms->busy_key, key, MY_KEY_LEN);
+}
+
 static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
                       int64_t deadline_ms, struct dlock_grant *grant,
                       uint32_t *retry_ms)
@@ -391,7 +434,7 @@ static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
     char ul[MY_ULOCK_BUF];
     size_t ul_len;
     double wait_s;
-    bool got = false;
+    bool got = false, busy;
     int rc;
 
     if ((rc = dlock__my_bound_begin(ms, req)) != DLOCK_OK)
@@ -399,14 +442,19 @@ static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
     if (req->kind == DLOCK_KIND_PERMIT)
         return gl_permit_acquire(ms, req, deadline_ms, grant, retry_ms);
     ul_len = gl_name(ms, req, 0, key, ul);
-    if ((rc = gl_try(ms, req, key, ul, ul_len, grant, &got)) != DLOCK_OK ||
-        got)
-        return rc;
+    if (!gl_skip_try(ms, key, deadline_ms)) {
+        rc = gl_try(ms, req, key, ul, ul_len, grant, &got);
+        if (rc == DLOCK_OK && got)
+            gl_note_busy(ms, key, false);
+        if (rc != DLOCK_OK || got)
+            return rc;
+    }
     /* The server waits for us, in fractions of a second. */
     wait_s = gl_wait_s(ms, deadline_ms, INT64_MAX);
-    if ((rc = gl_wait(ms, &gl_resolve, ul, ul_len, wait_s, &got)) !=
+    if ((rc = gl_wait(ms, &gl_resolve, ul, ul_len, wait_s, &got, &busy)) !=
         DLOCK_OK)
         return rc;
+    gl_note_busy(ms, key, busy);
     if (!got)
         return dlock__my_busy(deadline_ms, wait_s > 0, retry_ms);
     return gl_fenced(ms, req, key, ul, ul_len, grant);

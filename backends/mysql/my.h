@@ -90,6 +90,7 @@ enum {
  * and what the backend's shared code needs to know of it.
  */
 struct dlock__my_ctx;
+struct dlock__my_watch;
 struct dlock__my_mode {
     struct dlock_mode base;
     /* CREATE TABLE IF NOT EXISTS statements (%s: the table's base name),
@@ -145,6 +146,13 @@ struct dlock__my_session {
     long lock_wait_s; /* for_update: the session's innodb_lock_wait_timeout */
     uint32_t covered_ms; /* conn-bound: the lease wait_timeout covers */
     size_t ngrants;      /* conn-bound: locks held on this connection */
+    /* get_lock: the name this session last found held by another
+     * connection when it came to take it; its next acquire with a wait
+     * skips the try (get_lock.c, "acquire"). A hint only. */
+    uint8_t busy_key[MY_KEY_LEN];
+    bool busy;
+    /* conn-bound: the cancel watcher, from the first wait (bound.c). */
+    struct dlock__my_watch *watch;
 };
 
 /* ---- conf.c: the URI read into the per-client context -------------------- */
@@ -310,18 +318,13 @@ int dlock__my_bound_renew(struct dlock_session *s,
 /* EBUSY or ETIMEDOUT after a lock wait that did not get the lock. */
 int dlock__my_busy(int64_t deadline_ms, bool waited, uint32_t *retry_ms);
 
-/* A lock wait that a cancel interrupts [B-CANCEL-1]: while it runs, a
- * thread waits for the acquire's cancel and then sends KILL QUERY for the
+/* A lock wait that a cancel interrupts [B-CANCEL-1]: while it runs, the
+ * session's watcher thread (started by its first wait, kept until it
+ * closes) waits for the acquire's cancel and then sends KILL QUERY for the
  * waiting connection over a connection of its own. */
 struct dlock__my_kill {
     struct dlock__my_session *ms;
-    pthread_t th;
-    int stop[2];        /* a pipe: the wait is over */
-    int cfds[2];        /* the cancel descriptors */
-    size_t ncfds;
-    unsigned long id;   /* the waiting connection's thread id */
-    bool started;
-    bool sent;          /* a KILL QUERY went out (read after the join) */
+    bool armed;         /* the watcher watches this wait */
 };
 /* Before the wait's statement. */
 void dlock__my_kill_arm(struct dlock__my_kill *k,
@@ -332,6 +335,9 @@ void dlock__my_kill_arm(struct dlock__my_kill *k,
  * kill that came after the statement ended has been absorbed (DO 0), so
  * it cannot hit that undo. */
 bool dlock__my_kill_disarm(struct dlock__my_kill *k);
+/* Stop the session's watcher (started: its thread runs) and free it; for
+ * session close. NULL is fine. */
+void dlock__my_watch_free(struct dlock__my_watch *w, bool started);
 
 /* ---- floor.c: the raw floors --------------------------------------------- */
 

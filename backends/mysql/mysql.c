@@ -136,6 +136,7 @@ static void my_close(struct dlock_session *s)
     struct dlock__my_session *ms = (struct dlock__my_session *)s;
 
     dlock_session_watch(s, -1);
+    dlock__my_watch_free(ms->watch, true);
     dlock__my_conn_close(&ms->conn);
     free(ms);
 }

@@ -829,6 +829,81 @@ static void mysql__waiters_wait_on_the_server(void **state)
     }
 }
 
+/* la holds the name while lb waits for it on the server, then lets go:
+ * lb's connection id (the one waiting in 'User lock'). */
+static long long handed_over(dlock_lock *la, dlock_lock *lb)
+{
+    struct waiter w = {lb, -100};
+    pthread_t t;
+    long long id = -1;
+    int64_t end = h_now_ms() + 10000;
+
+    assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
+    pthread_create(&t, NULL, wait_thread, &w);
+    while (id < 0 && h_now_ms() < end) {
+        h_sleep_ms(20);
+        id = adm_int("SELECT ID FROM information_schema.PROCESSLIST WHERE "
+                     "USER = 'dlock' AND STATE = 'User lock'");
+    }
+    assert_true(id > 0);
+    assert_int_equal(dlock_release(la), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(dlock_fence(lb) > 0);
+    assert_int_equal(dlock_release(lb), DLOCK_OK);
+    return id;
+}
+
+/* Statements connection id executed whose text has pattern (LIKE). */
+static long long executed(long long id, const char *pattern)
+{
+    return adm_int("SELECT COUNT(*) FROM mysql.general_log WHERE "
+                   "thread_id = %lld AND command_type = 'Execute' AND "
+                   "argument LIKE '%s'",
+                   id, pattern);
+}
+
+/*
+ * get_lock skips its one-statement try when the session found the name
+ * held by another at its last acquire: counted by the server (its general
+ * log), a waiter's second contended acquire runs the wait and no try; an
+ * uncontended acquire still hinted runs the wait (which finds the name
+ * free and clears the hint), and the next one the try again.
+ */
+#define TRY_SQL "%GET_LOCK(%, 0) = 1%"
+#define WAIT_SQL "%CASE WHEN IS_USED_LOCK(%"
+static void mysql__get_lock_busy_name_skips_the_try(void **state)
+{
+    dlock_client *a = client_for("get_lock", NULL);
+    dlock_client *b = client_for("get_lock", NULL);
+    const char *name = h_name("hint");
+    dlock_lock *la = h_lock(a, name, 0, 0), *lb = h_lock(b, name, 0, 0);
+    char out[64];
+    long long id;
+
+    (void)state;
+    adm_text(out, sizeof out, "SELECT @@GLOBAL.log_output");
+    handed_over(la, lb); /* the try finds it held: hinted */
+    adm_exec("SET GLOBAL log_output = 'TABLE'");
+    adm_exec("TRUNCATE mysql.general_log");
+    adm_exec("SET GLOBAL general_log = 1");
+    id = handed_over(la, lb);
+    assert_int_equal(dlock_acquire(lb, 5000), DLOCK_OK); /* hinted, free */
+    assert_int_equal(dlock_release(lb), DLOCK_OK);
+    assert_int_equal(dlock_acquire(lb, 5000), DLOCK_OK); /* the try */
+    assert_int_equal(dlock_release(lb), DLOCK_OK);
+    adm_exec("SET GLOBAL general_log = 0");
+    adm_exec("SET GLOBAL log_output = '%s'", out);
+    printf("  get_lock waiter %lld: %lld tries, %lld waits\n", id,
+           executed(id, TRY_SQL), executed(id, WAIT_SQL));
+    assert_int_equal(executed(id, TRY_SQL), 1);
+    assert_int_equal(executed(id, WAIT_SQL), 2);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
 /* for_update's shared locks (LOCK IN SHARE MODE): a reader that comes
  * after a writer queued waits behind it, so a stream of readers cannot
  * starve the writer; the writer gets the lock when the readers before it
@@ -1772,6 +1847,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(mysql__holder_killed_frees_lock),
         cmocka_unit_test(mysql__killed_connection_and_fence),
         cmocka_unit_test(mysql__waiters_wait_on_the_server),
+        cmocka_unit_test(mysql__get_lock_busy_name_skips_the_try),
         cmocka_unit_test(mysql__for_update_readers_queue_behind_writer),
         cmocka_unit_test(mysql__permit_takes_one_slot),
         cmocka_unit_test(mysql__permit_names_near_the_limit),
