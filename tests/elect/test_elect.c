@@ -243,10 +243,17 @@ static bool wait_lead(const char *path, int pid, uint32_t timeout_ms)
 
 /* ---- the judge ------------------------------------------------------------- */
 
+/* A process's stretch of leadership: its L samples of one run. A sample
+ * says that is_leader() returned 1 at some instant of [t0, t1], not
+ * which: the process may be preempted or SIGSTOPped between the call and
+ * either clock reading. [from, to] is the stretch at its widest (first
+ * t0, last t1); [from_hi, to_lo] (first t1, last t0) is where it surely
+ * believed, empty when the stretch is one sample. */
 struct stretch {
     int pid;
     unsigned run;
     uint64_t from, to, term;
+    uint64_t from_hi, to_lo;
 };
 
 static int by_from(const void *a, const void *b)
@@ -270,10 +277,13 @@ static size_t stretches(struct stretch *out, size_t cap)
             if (n == cap)
                 continue;
             out[n++] = (struct stretch){evs[i].pid, evs[i].run, evs[i].t0,
-                                        evs[i].t1, evs[i].term};
+                                        evs[i].t1, evs[i].term, evs[i].t1,
+                                        evs[i].t0};
         }
         if (evs[i].t1 > out[k].to)
             out[k].to = evs[i].t1;
+        if (evs[i].t0 > out[k].to_lo)
+            out[k].to_lo = evs[i].t0;
         CHECK(evs[i].term == out[k].term,
               "pid %d changed term within one stretch of leadership "
               "(%" PRIu64 " then %" PRIu64 ")", evs[i].pid, out[k].term,
@@ -290,13 +300,29 @@ static void judge(uint32_t caps, int stopped, uint64_t t_stop,
     size_t n = stretches(s, 4096), gains = 0;
     uint64_t last_term = 0;
 
-    /* Never two leaders at an instant. */
+    /* Never two leaders at an instant: a later stretch that surely began
+     * (its first sample's t1) before an earlier one surely ended (its
+     * last sample's t0) is two leaders at once. One that only may have
+     * (the widest bounds touch) is a clock reading taken late, as when a
+     * SIGSTOP lands between is_leader() and h_now_ns(): counted apart. */
+    size_t maybe = 0;
     for (size_t i = 0; i < n; i++)
-        for (size_t j = i + 1; j < n && s[j].from <= s[i].to; j++)
-            CHECK(s[j].pid == s[i].pid,
+        for (size_t j = i + 1; j < n && s[j].from <= s[i].to; j++) {
+            if (s[j].pid == s[i].pid)
+                continue;
+            if (s[j].from_hi >= s[i].to_lo) {
+                maybe++;
+                continue;
+            }
+            CHECK(false,
                   "two leaders: pid %d [%.3f, %.3f] ms and pid %d [%.3f, "
                   "%.3f] ms overlap", s[i].pid, s[i].from / 1e6,
-                  s[i].to / 1e6, s[j].pid, s[j].from / 1e6, s[j].to / 1e6);
+                  s[i].to_lo / 1e6, s[j].pid, s[j].from_hi / 1e6,
+                  s[j].to / 1e6);
+        }
+    if (maybe > 0)
+        printf("  %zu pair(s) of stretches touch only within a sample's "
+               "clock readings (not two leaders)\n", maybe);
     CHECK(n >= (stopped ? 3u : 2u), "only %zu stretches of leadership", n);
     /* Terms strictly increase, election after election. */
     for (size_t i = 0; i < nev; i++) {
