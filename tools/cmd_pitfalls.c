@@ -170,24 +170,49 @@ static void a_at(const struct actor *a, long long ms)
         bn_sleep_ms((uint32_t)(ms - now));
 }
 
+/* An event of actor a at t ms (a_now). */
+static void vev_at(const struct actor *a, char kind, long long t,
+                   long long lease, const char *fmt, va_list ap)
+{
+    char text[200], line[300];
+    int n;
+
+    vsnprintf(text, sizeof text, fmt, ap);
+    text[strcspn(text, "\n")] = '\0';
+    /* One write of less than PIPE_BUF: lines of actors never mix. */
+    n = snprintf(line, sizeof line, "%c %c %lld %lld %s\n", a->who, kind, t,
+                 lease, text);
+    if (write(a->fd, line, (size_t)n) != n)
+        _exit(EXIT_SOFTWARE);
+}
+
+/* An event of actor a now. */
 static void ev(const struct actor *a, char kind, long long lease,
                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void ev(const struct actor *a, char kind, long long lease,
                const char *fmt, ...)
 {
-    char text[200], line[300];
+    long long t = a_now(a);
     va_list ap;
-    int n;
 
     va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
+    vev_at(a, kind, t, lease, fmt, ap);
     va_end(ap);
-    text[strcspn(text, "\n")] = '\0';
-    /* One write of less than PIPE_BUF: lines of actors never mix. */
-    n = snprintf(line, sizeof line, "%c %c %lld %lld %s\n", a->who, kind,
-                 a_now(a), lease, text);
-    if (write(a->fd, line, (size_t)n) != n)
-        _exit(EXIT_SOFTWARE);
+}
+
+/* A hold's end, at t: when the release was sent, not when its answer
+ * came. The next holder's H is read after its grant, which follows the
+ * release's arrival, so a holder slowed down after its release (a busy
+ * machine, a sanitizer) cannot look like two holders at once. */
+static void ev_end(const struct actor *a, long long t, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void ev_end(const struct actor *a, long long t, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vev_at(a, 'E', t, 0, fmt, ap);
+    va_end(ap);
 }
 
 static void run_begin(struct run *r)
@@ -345,8 +370,9 @@ static void run_print(struct run *r)
 
 /*
  * The longest overlap of two different actors' holds, in ms (0: one
- * holder at a time), and who. A hold runs from H to its actor's next E,
- * or to the end of the run, and no longer than its lease.
+ * holder at a time), and who. A hold runs from H (read after the grant)
+ * to its actor's next E (read before the release was sent: ev_end), or
+ * to the end of the run, and no longer than its lease.
  */
 static long long run_overlap(const struct run *r, char *x, char *y)
 {
@@ -458,10 +484,11 @@ static bool a_dlock_poll(struct actor *a, long long until, uint32_t lease)
 
 static void a_dlock_release(struct actor *a)
 {
+    long long t = a_now(a);
     int rc = dlock_release(a->lk);
 
-    ev(a, 'E', 0, "dlock_release -> %s",
-       rc == DLOCK_OK ? "OK" : dlock_err_name(rc));
+    ev_end(a, t, "dlock_release -> %s",
+           rc == DLOCK_OK ? "OK" : dlock_err_name(rc));
 }
 
 static void a_dlock_close(struct actor *a)
@@ -777,11 +804,12 @@ static void r2_actor(struct actor *a)
         if (gs_acquire(a, start + 3000, &mine)) {
             bn_sleep_ms((uint32_t)hold);
             if (wall_ms(a) < mine) {
+                long long at = a_now(a);
                 rcmd(a, t, sizeof t, "DEL %s", a->key);
-                ev(a, 'E', 0,
-                   "DEL key -> %s (my expiry not reached by my "
-                   "clock)",
-                   t);
+                ev_end(a, at,
+                       "DEL key -> %s (my expiry not reached by my "
+                       "clock)",
+                       t);
             } else
                 ev(a, 'E', 0, "done; past my expiry, so no DEL");
         }
@@ -863,11 +891,13 @@ static void r3_release(struct actor *a)
     char who[2] = {a->who, '\0'}, t[64];
     long long v;
 
+    long long at = a_now(a);
+
     switch ((enum rel)a->variant) {
     case REL_DEL:
         v = rcmd(a, t, sizeof t, "DEL %s", a->key);
-        ev(a, 'E', 0, "DEL key -> %s%s", t,
-           v == 1 && a->who == 'A' ? ": deleted a lock, not A's" : "");
+        ev_end(a, at, "DEL key -> %s%s", t,
+               v == 1 && a->who == 'A' ? ": deleted a lock, not A's" : "");
         break;
     case REL_GETDEL:
         rcmd(a, t, sizeof t, "GET %s", a->key);
@@ -881,14 +911,15 @@ static void r3_release(struct actor *a)
                          : "");
         if (a->who == 'A')
             a_at(a, 700);
+        at = a_now(a);
         v = rcmd(a, t, sizeof t, "DEL %s", a->key);
-        ev(a, 'E', 0, "DEL key -> %s%s", t,
-           v == 1 && a->who == 'A' ? ": deleted a lock, not A's" : "");
+        ev_end(a, at, "DEL key -> %s%s", t,
+               v == 1 && a->who == 'A' ? ": deleted a lock, not A's" : "");
         break;
     case REL_CAD:
         v = rcmd(a, t, sizeof t, "EVAL %s 1 %s %s", cad_script, a->key, who);
-        ev(a, 'E', 0, "EVAL compare-and-delete -> %s%s", t,
-           v == 0 ? ": not mine, left alone" : "");
+        ev_end(a, at, "EVAL compare-and-delete -> %s%s", t,
+               v == 0 ? ": not mine, left alone" : "");
         break;
     case REL_DLOCK:
         a_dlock_release(a);
