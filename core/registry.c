@@ -500,13 +500,24 @@ int dlock_backend_modes(const char *uri, dlock_mode_info *out, size_t cap,
 }
 
 /* The bench's methods of a mode: the slot, NULL before version 5. */
-enum bench_slot { BENCH_FLOOR, BENCH_FENCE, BENCH_FORGET };
+enum bench_slot { BENCH_FLOOR, BENCH_FENCE, BENCH_FORGET, BENCH_FLOOR_WAIT };
 
+/* What floor_wait takes besides the name. */
+struct bench_wait {
+    uint32_t wait_ms;
+    int (*go_on)(void *arg, int held);
+    void *arg;
+};
+
+/* One frame for every bench method: check the arguments, find the mode,
+ * refuse a slot it lacks, call it between global init and shutdown, and
+ * hide the URI's password in the message. w: floor_wait's, else NULL. */
 static int bench_call(enum bench_slot which, const char *uri,
                       const char *const *names, uint32_t n, uint64_t *ns_out,
-                      char *err, size_t errlen)
+                      const struct bench_wait *w, char *err, size_t errlen)
 {
-    static const char *const what[] = {"floor", "fence", "forget"};
+    static const char *const what[] = {"floor", "fence", "forget",
+                                       "floor_wait"};
     const struct dlock_backend *b;
     const struct dlock_mode *m;
     struct dlock_uri *u = NULL;
@@ -516,8 +527,14 @@ static int bench_call(enum bench_slot which, const char *uri,
 
     const char *name = names != NULL && n > 0 ? names[0] : NULL;
 
+    if (which == BENCH_FLOOR_WAIT &&
+        (name == NULL || name[0] == '\0' || w->go_on == NULL ||
+         w->wait_ms == 0))
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "floor_wait: name, go_on and wait_ms > 0 are "
+                            "required");
     if (name == NULL || name[0] == '\0' ||
-        (which != BENCH_FORGET && ns_out == NULL))
+        ((which == BENCH_FLOOR || which == BENCH_FENCE) && ns_out == NULL))
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "%s: name%s required", what[which],
                             which != BENCH_FORGET ? ", n and ns_out are"
@@ -528,11 +545,13 @@ static int bench_call(enum bench_slot which, const char *uri,
                                 "forget: names[%u] is empty", i);
     rc = dlock__uri_lookup(uri, &u, &b, &m, raw, sizeof raw);
     if (rc == DLOCK_OK) {
-        /* A version 2 to 4 mode ends before fence_floor and forget. */
+        /* A version 2 to 4 mode ends before fence_floor, forget and
+         * floor_wait. */
         have = which == BENCH_FLOOR    ? m->floor != NULL
                : b->version < 5        ? false
                : which == BENCH_FENCE  ? m->fence_floor != NULL
-                                       : m->forget != NULL;
+               : which == BENCH_FORGET ? m->forget != NULL
+                                       : m->floor_wait != NULL;
         if (!have)
             rc = dlock_errorf(raw, sizeof raw, DLOCK_EUNSUPPORTED,
                               "%s: %s mode %s has %s", what[which],
@@ -540,15 +559,20 @@ static int bench_call(enum bench_slot which, const char *uri,
                               which == BENCH_FLOOR ? "no raw floor"
                               : which == BENCH_FENCE
                                   ? "no fence apart from its lock"
-                                  : "no way to forget a name");
+                              : which == BENCH_FORGET
+                                  ? "no way to forget a name"
+                                  : "no waiting request");
     }
     if (rc == DLOCK_OK && (rc = dlock_global_init()) == DLOCK_OK) {
         if (which == BENCH_FLOOR)
             rc = m->floor(u, name, n, ns_out, raw, sizeof raw);
         else if (which == BENCH_FENCE)
             rc = m->fence_floor(m, u, name, n, ns_out, raw, sizeof raw);
-        else
+        else if (which == BENCH_FORGET)
             rc = m->forget(m, u, names, n, raw, sizeof raw);
+        else
+            rc = m->floor_wait(m, u, name, w->wait_ms, w->go_on, w->arg, raw,
+                               sizeof raw);
         dlock_global_shutdown();
     }
     if (rc != DLOCK_OK)
@@ -560,43 +584,22 @@ static int bench_call(enum bench_slot which, const char *uri,
 int dlock_bench_floor(const char *uri, const char *name, uint32_t n,
                       uint64_t *ns_out, char *err, size_t errlen)
 {
-    return bench_call(BENCH_FLOOR, uri, &name, n, ns_out, err, errlen);
+    return bench_call(BENCH_FLOOR, uri, &name, n, ns_out, NULL, err, errlen);
 }
 
 int dlock_bench_fence(const char *uri, const char *name, uint32_t n,
                       uint64_t *ns_out, char *err, size_t errlen)
 {
-    return bench_call(BENCH_FENCE, uri, &name, n, ns_out, err, errlen);
+    return bench_call(BENCH_FENCE, uri, &name, n, ns_out, NULL, err, errlen);
 }
 
 int dlock_bench_floor_wait(const char *uri, const char *name,
                            uint32_t wait_ms, int (*go_on)(void *arg, int held),
                            void *arg, char *err, size_t errlen)
 {
-    const struct dlock_backend *b;
-    const struct dlock_mode *m;
-    struct dlock_uri *u = NULL;
-    char raw[DLOCK__ERRMSG_MAX] = "";
-    int rc;
+    const struct bench_wait w = {wait_ms, go_on, arg};
 
-    if (name == NULL || name[0] == '\0' || go_on == NULL || wait_ms == 0)
-        return dlock_errorf(err, errlen, DLOCK_EINVAL,
-                            "floor_wait: name, go_on and wait_ms > 0 are "
-                            "required");
-    rc = dlock__uri_lookup(uri, &u, &b, &m, raw, sizeof raw);
-    /* A version 2 to 4 mode ends before floor_wait. */
-    if (rc == DLOCK_OK && (b->version < 5 || m->floor_wait == NULL))
-        rc = dlock_errorf(raw, sizeof raw, DLOCK_EUNSUPPORTED,
-                          "floor_wait: %s mode %s has no waiting request",
-                          b->scheme, m->name);
-    if (rc == DLOCK_OK && (rc = dlock_global_init()) == DLOCK_OK) {
-        rc = m->floor_wait(m, u, name, wait_ms, go_on, arg, raw, sizeof raw);
-        dlock_global_shutdown();
-    }
-    if (rc != DLOCK_OK)
-        dlock__redact(err, errlen, raw, u != NULL ? u->password : NULL);
-    dlock__uri_free(u);
-    return rc;
+    return bench_call(BENCH_FLOOR_WAIT, uri, &name, 1, NULL, &w, err, errlen);
 }
 
 int dlock_bench_forget(const char *uri, const char *const *names, size_t n,
@@ -605,6 +608,6 @@ int dlock_bench_forget(const char *uri, const char *const *names, size_t n,
     if (n > UINT32_MAX)
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "forget: at most %u names at once", UINT32_MAX);
-    return bench_call(BENCH_FORGET, uri, names, (uint32_t)n, NULL, err,
+    return bench_call(BENCH_FORGET, uri, names, (uint32_t)n, NULL, NULL, err,
                       errlen);
 }

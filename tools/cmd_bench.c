@@ -669,24 +669,22 @@ static void judge_order(struct bench_shm *shm, unsigned n, uint64_t from,
 }
 
 /* run->workers processes in role (__worker: dlock; __floor_worker: the
- * bare waiting request) on the run's name of that suffix; what names the
- * workload in messages. Fills r's contended figures. */
+ * bare waiting request) on name; what names the workload in messages.
+ * Fills r's contended figures. */
 static void run_workers(const struct bench_run *run, const char *uri,
-                        const char *role, const char *what,
+                        const char *role, const char *what, char *name,
                         struct bench_result *r)
 {
     unsigned n = (unsigned)run->workers;
     pid_t pids[BENCH_MAX_WORKERS];
     struct bench_shm *shm = MAP_FAILED;
     size_t size = shm_size(n);
-    char name[96], fdtext[16], idx[16], parent[24], warm[64];
+    char fdtext[16], idx[16], parent[24], warm[64];
     uint64_t order_from = 0, order_until = 0;
     int fd;
 
     memset(pids, 0, sizeof pids);
     r->workers = n;
-    snprintf(name, sizeof name, "dlock-bench-%s-%s", run_id(),
-             strcmp(role, "__worker") == 0 ? "contended" : "floor-wait");
     snprintf(warm, sizeof warm, "%s warm-up", what);
     fd = memfd_create("dlock-bench", 0); /* inherited by the workers */
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
@@ -833,7 +831,8 @@ static void run_contended(const struct bench_run *run, const char *uri,
     char name[96], err[512] = "";
     int rc;
 
-    run_workers(run, uri, "__worker", "contended", r);
+    snprintf(name, sizeof name, "dlock-bench-%s-contended", run_id());
+    run_workers(run, uri, "__worker", "contended", name, r);
     if (!(run->workloads & WL_FLOOR))
         return;
     snprintf(name, sizeof name, "dlock-bench-%s-floor-wait", run_id());
@@ -848,7 +847,7 @@ static void run_contended(const struct bench_run *run, const char *uri,
                     "out of memory");
         return;
     }
-    run_workers(run, uri, "__floor_worker", "contended floor", f);
+    run_workers(run, uri, "__floor_worker", "contended floor", name, f);
     r->fcon_st = f->con_st;
     r->fcon_acq_per_s = f->acq_per_s;
     r->fcon_handoffs_per_s = f->handoffs_per_s;

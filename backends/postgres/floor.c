@@ -344,6 +344,7 @@ int dlock__pg_forget(const struct dlock_mode *mode,
  * printing them in is safe): the server queues the waiters itself. */
 struct wait_sql {
     char take[256], give[64];
+    bool tx; /* take opens a transaction, which give commits */
 };
 
 static bool wait_sql_of(const struct pg_conf *cf, const char *key,
@@ -356,16 +357,19 @@ static bool wait_sql_of(const struct pg_conf *cf, const char *key,
                  "SELECT pg_advisory_lock(%s::bigint)", key);
         snprintf(w->give, sizeof w->give,
                  "SELECT pg_advisory_unlock(%s::bigint)", key);
+        w->tx = false;
     } else if (strcmp(mode, "advisory_xact") == 0) {
         snprintf(w->take, sizeof w->take,
                  "BEGIN; SELECT pg_advisory_xact_lock(%s::bigint)", key);
         snprintf(w->give, sizeof w->give, "COMMIT");
+        w->tx = true;
     } else if (cf->mode->row_key) {
         snprintf(w->take, sizeof w->take,
                  "BEGIN; SELECT 1 FROM \"%s\" WHERE key = decode('%s', 'hex')"
                  " FOR UPDATE",
                  cf->table, hex);
         snprintf(w->give, sizeof w->give, "COMMIT");
+        w->tx = true;
     } else
         return false;
     return true;
@@ -427,7 +431,7 @@ int dlock__pg_floor_wait(const struct dlock_mode *mode,
     while (st >= 0) {
         if ((st = wait_exec(c, w.take)) == 1) {
             /* gave up: end the failed transaction, if any */
-            if (strcmp(w.give, "COMMIT") == 0 && wait_exec(c, "ROLLBACK"))
+            if (w.tx && wait_exec(c, "ROLLBACK"))
                 st = -1;
             else if (!go_on(arg, 0))
                 break;
