@@ -26,7 +26,8 @@
 #      under the same machine state (loopback latency on these VMs is
 #      bimodal: see NOTES.md item 5)                -> docs/results/bench.*
 #   2. the watchdog goal: 10 000 locks held with a 30 s lease on file,
-#      Redis (setnx, hash), ZooKeeper and etcd     -> docs/results/watchdog.*
+#      Redis (setnx, hash), ZooKeeper, etcd, and the row leases of
+#      PostgreSQL (lease) and MariaDB (insert)     -> docs/results/watchdog.*
 #   3. `dlock scenario all` on every URI and the clusters' URIs in one run;
 #      server-restart and node-loss drive the URI's own servers with
 #      tests/servers/ctl.sh                        -> docs/results/scenarios.*
@@ -187,9 +188,11 @@ if [ "${1:-}" = --inner ]; then
         stamp bench "$t"
     fi
 
-    # 2. the watchdog goal, on one mode of each backend that renews what
-    # one client holds in batches (the SQL modes hold a server lock per
-    # name, which the servers' lock tables bound below 10 000)
+    # 2. the watchdog goal, on the modes that renew what one client holds
+    # in batches; the SQL modes that hold a server lock per name are left
+    # out: the servers' lock tables bound those below 10 000 (and the
+    # transaction modes hold a connection per lock). The row leases
+    # (postgres lease, mysql insert) are rows, renewed in one statement.
     if part watchdog; then
         t=$(date +%s)
         wd=()
@@ -198,7 +201,8 @@ if [ "${1:-}" = --inner ]; then
             # zk's and etcd's lease is the client's (the session's): the
             # URI's lease= is the one the locks are held at.
             case $label in
-            file | "redis setnx" | "redis hash") wd+=(--uri "$uri") ;;
+            file | "redis setnx" | "redis hash" | "postgres lease" | "mysql insert")
+                wd+=(--uri "$uri") ;;
             zk | etcd) wd+=(--uri "${uri//lease=3s/lease=$wd_lease}") ;;
             esac
         done
