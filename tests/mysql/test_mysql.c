@@ -105,6 +105,23 @@ static long long adm_int(const char *fmt, ...)
     return v;
 }
 
+/* Run sql (its first column, a number) until it is positive or within_ms
+ * passed; its last value. INNODB_TRX is a cache that InnoDB refreshes
+ * only when it has not been read for 100 ms, so a faster poll of it can
+ * see the same stale rows until the time is up: every poll sleeps
+ * longer than that first. */
+#define ADM_POLL_MS 150
+static long long adm_poll(const char *sql, int64_t within_ms)
+{
+    int64_t end = h_now_ms() + within_ms;
+    long long v;
+
+    do
+        h_sleep_ms(ADM_POLL_MS);
+    while ((v = adm_int("%s", sql)) <= 0 && h_now_ms() < end);
+    return v;
+}
+
 /* The first column of the first row as text into out ("" if none). */
 static void adm_text(char *out, size_t cap, const char *fmt, ...)
 {
@@ -795,6 +812,21 @@ static void *wait_thread_ms(void *arg)
     return NULL;
 }
 
+/* The connection waiting for a name: a GET_LOCK, or a row lock. */
+#define WAITING_GET_LOCK                                                   \
+    "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'dlock' "  \
+    "AND STATE = 'User lock'"
+#define WAITING_ROW                                                        \
+    "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX "       \
+    "WHERE trx_state = 'LOCK WAIT'"
+/* How many connections wait so (poll them with adm_poll). */
+#define WAITING_GET_LOCKS                                                  \
+    "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = "    \
+    "'dlock' AND STATE = 'User lock'"
+#define WAITING_ROWS                                                       \
+    "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state " \
+    "= 'LOCK WAIT'"
+
 /* for_update and get_lock waiters wait inside the server, where the admin
  * can see them, and get the lock when it is released. */
 static void mysql__waiters_wait_on_the_server(void **state)
@@ -807,24 +839,12 @@ static void mysql__waiters_wait_on_the_server(void **state)
         dlock_lock *la = h_lock(a, name, 0, 0);
         struct waiter w = {h_lock(b, name, 0, 0), -100};
         pthread_t t;
-        long long seen = 0;
-        int64_t end;
 
         assert_true(h_caps(b) & DLOCK_CAP_NATIVE_WAIT);
         assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
         pthread_create(&t, NULL, wait_thread, &w);
-        end = h_now_ms() + 10000;
-        while (seen <= 0 && h_now_ms() < end) {
-            h_sleep_ms(50);
-            seen = m == 1 ? adm_int("SELECT COUNT(*) FROM "
-                                    "information_schema.INNODB_TRX WHERE "
-                                    "trx_state = 'LOCK WAIT'")
-                          : adm_int("SELECT COUNT(*) FROM "
-                                    "information_schema.PROCESSLIST WHERE "
-                                    "USER = 'dlock' AND STATE = "
-                                    "'User lock'");
-        }
-        assert_true(seen > 0);
+        assert_true(adm_poll(m == 1 ? WAITING_ROWS : WAITING_GET_LOCKS,
+                             10000) > 0);
         assert_int_equal(dlock_release(la), DLOCK_OK);
         pthread_join(t, NULL);
         assert_int_equal(w.rc, DLOCK_OK);
@@ -838,28 +858,16 @@ static void mysql__waiters_wait_on_the_server(void **state)
 
 /* la holds the name while lb waits for it on the server, then lets go:
  * lb's connection id (the one waiting in 'User lock'). */
-/* The connection waiting for a name: a GET_LOCK, or a row lock. */
-#define WAITING_GET_LOCK                                                   \
-    "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'dlock' "  \
-    "AND STATE = 'User lock'"
-#define WAITING_ROW                                                        \
-    "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX "       \
-    "WHERE trx_state = 'LOCK WAIT'"
-
 static long long handed_over_as(dlock_lock *la, dlock_lock *lb,
                                 const char *waiting)
 {
     struct waiter w = {lb, -100};
     pthread_t t;
-    long long id = -1;
-    int64_t end = h_now_ms() + 10000;
+    long long id;
 
     assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
     pthread_create(&t, NULL, wait_thread, &w);
-    while (id < 0 && h_now_ms() < end) {
-        h_sleep_ms(20);
-        id = adm_int("%s", waiting);
-    }
+    id = adm_poll(waiting, 10000);
     assert_true(id > 0);
     assert_int_equal(dlock_release(la), DLOCK_OK);
     pthread_join(t, NULL);
@@ -959,9 +967,9 @@ static void mysql__for_update_waits_under_a_second(void **state)
     dlock_lock *la = h_lock(a, name, 0, 0), *lb = h_lock(b, name, 0, 0);
     struct waiter w = {lb, -100};
     char out[64];
-    long long id, nowaits, seen;
+    long long id, nowaits;
     pthread_t t;
-    int64_t t0, took, end;
+    int64_t t0, took;
 
     (void)state;
     assert_int_equal(dlock_acquire(lb, 0), DLOCK_OK); /* the row exists */
@@ -987,12 +995,7 @@ static void mysql__for_update_waits_under_a_second(void **state)
     assert_true(nowaits <= 4); /* tries; polling sent one per 1-32 ms */
     /* Granted inside such a wait. */
     pthread_create(&t, NULL, wait_thread_ms, &w);
-    /* INNODB_TRX is a cache that InnoDB refreshes only when it has not
-     * been read for 100 ms: poll more slowly than that. */
-    end = h_now_ms() + 5000;
-    do
-        h_sleep_ms(150);
-    while ((seen = adm_int("%s", WAITING_ROW)) <= 0 && h_now_ms() < end);
+    adm_poll(WAITING_ROW, 5000);
     assert_int_equal(dlock_release(la), DLOCK_OK);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
@@ -1018,22 +1021,14 @@ static void mysql__for_update_readers_queue_behind_writer(void **state)
     dlock_lock *r2 = h_lock(a, name, 0, DLOCK_LOCK_SHARED);
     struct waiter w = {h_lock(b, name, 0, 0), -100};
     pthread_t t;
-    long long seen = 0;
     uint64_t f1, fw;
-    int64_t end;
 
     (void)state;
     assert_int_equal(dlock_acquire(r1, 0), DLOCK_OK);
     f1 = dlock_fence(r1);
     assert_true(f1 > 0);
     pthread_create(&t, NULL, wait_thread, &w);
-    end = h_now_ms() + 10000;
-    while (seen <= 0 && h_now_ms() < end) {
-        h_sleep_ms(50);
-        seen = adm_int("SELECT COUNT(*) FROM information_schema.INNODB_TRX"
-                       " WHERE trx_state = 'LOCK WAIT'");
-    }
-    assert_true(seen > 0);
+    assert_true(adm_poll(WAITING_ROWS, 10000) > 0);
     /* The writer is queued: a new reader does not get past it. */
     assert_int_equal(dlock_try_acquire(r2), DLOCK_EBUSY);
     assert_int_equal(dlock_release(r1), DLOCK_OK);
