@@ -234,8 +234,9 @@ bool dlock__my_missing(unsigned e)
     return e == ER_NO_SUCH_TABLE || e == ER_BAD_FIELD_ERROR;
 }
 
-/* Forget the statement in slot (closing it): it is prepared again. */
-static void my_unprepare(struct dlock__my_conn *c, unsigned slot)
+/* Forget the statement in slot (closing it): it is prepared again (also
+ * for a mode whose text in a slot changes: for_update.c's short wait). */
+void dlock__my_unprepare(struct dlock__my_conn *c, unsigned slot)
 {
     if (c->st[slot] != NULL)
         mysql_stmt_close(c->st[slot]);
@@ -249,7 +250,7 @@ MYSQL_STMT *dlock__my_prepare(struct dlock__my_conn *c,
     /* A slot serves one statement of the mode; another text there would
      * be a mistake of the modes' numbering, so it is prepared anew. */
     if (c->st[q->slot] != NULL && c->sql[q->slot] != q->sql)
-        my_unprepare(c, q->slot);
+        dlock__my_unprepare(c, q->slot);
     for (int tries = 0;; tries++) {
         char text[2048]; /* the longest: get_lock.c's permit tries */
         MYSQL_STMT *st;
@@ -300,7 +301,7 @@ unsigned dlock__my_exec(struct dlock__my_conn *c,
         e = dlock__my_stmt_note(c, st);
         if (!dlock__my_missing(e) || tries > 0 || c->no_ddl)
             return e;
-        my_unprepare(c, q->slot);
+        dlock__my_unprepare(c, q->slot);
         if (dlock__my_create_tables(c) != 0)
             return c->err;
     }

@@ -12,7 +12,8 @@
  * the counters are a MEMORY table, which a rollback (a killed connection)
  * does not undo, and a restart empties under a new epoch (fence.c). Only
  * a move to a new epoch, which commits, goes over a second connection,
- * one per client. A try is tried first, and locks the row and draws the
+ * one per client. A try is tried first (unless the session found the
+ * name busy last time: fu_skip_try), and locks the row and draws the
  * token in one statement (fu_try), so an uncontended acquire + release
  * is two round trips, as for the bare lock; a wait (or a name's first
  * use, or a full table) takes the row and then bumps the fence, and a
@@ -26,6 +27,7 @@
  * inspect; the mode.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "my.h"
 
@@ -59,6 +61,7 @@ enum {
     FU_ROW_CREATE,
     FU_TAKE,
     FU_TAKE_SH,
+    FU_ROW_SUB,
     FU_SLOTS
 };
 _Static_assert(FU_SLOTS <= MY_SLOTS, "for_update: too many statements");
@@ -83,6 +86,24 @@ static const struct dlock__my_stmt fu_row_nowait_sh = {
 static const struct dlock__my_stmt fu_row_wait_sh = {
     FU_ROW_WAIT_SH,
     "SELECT 1 FROM `%s_rows` WHERE lock_key = ? LOCK IN SHARE MODE"};
+
+/*
+ * A wait of less than a second (MariaDB): innodb_lock_wait_timeout counts
+ * whole seconds, so the statement's own max_statement_time (fractional
+ * seconds, a server-side timer that interrupts the lock wait with 1969)
+ * ends it at the deadline; the lock wait timeout of 1 s is only above it.
+ * The wait is ours, in milliseconds, cut down to FU_SUB_STEP_MS (from
+ * 100 ms up; below, to the millisecond, so that no tail of the wait is
+ * left to NOWAIT polling) so that repeated waits of about the same
+ * length reuse one prepared statement; it goes into the text (SET STATEMENT takes no placeholders), the key is
+ * bound as everywhere. printf-style: the wait's seconds and thousandths,
+ * then the lock clause; what is left has the table's %s.
+ */
+#define FU_SUB_STEP_MS 10
+#define FU_SUB_MIN_MS 2
+static const char fu_row_sub_fmt[] =
+    "SET STATEMENT max_statement_time = %u.%03u, innodb_lock_wait_timeout"
+    " = 1 FOR SELECT 1 FROM `%%s_rows` WHERE lock_key = ? %s";
 
 /* First use of a name. */
 static const struct dlock__my_stmt fu_row_create = {
@@ -178,6 +199,24 @@ static unsigned fu_create_row(struct dlock__my_session *ms,
     return 0;
 }
 
+/* The statement of a wait of sub_ms (< 1 s, >= FU_SUB_MIN_MS) on
+ * MariaDB: fu_row_sub_fmt, prepared anew when its text changes. */
+static struct dlock__my_stmt fu_sub(struct dlock__my_session *ms, bool sh,
+                                    unsigned sub_ms)
+{
+    if (sub_ms >= 100)
+        sub_ms -= sub_ms % FU_SUB_STEP_MS;
+    if (ms->sub_ms != sub_ms || ms->sub_sh != sh) {
+        dlock__my_unprepare(&ms->conn, FU_ROW_SUB);
+        snprintf(ms->sub_sql, sizeof ms->sub_sql, fu_row_sub_fmt,
+                 sub_ms / 1000, sub_ms % 1000,
+                 sh ? "LOCK IN SHARE MODE" : "FOR UPDATE");
+        ms->sub_ms = sub_ms;
+        ms->sub_sh = sh;
+    }
+    return (struct dlock__my_stmt){FU_ROW_SUB, ms->sub_sql};
+}
+
 /* Lock the row, creating it on first use: DLOCK_OK, or what the attempt
  * came to. */
 static int fu_take(struct dlock__my_session *ms,
@@ -186,7 +225,10 @@ static int fu_take(struct dlock__my_session *ms,
                    uint32_t *retry_ms)
 {
     struct dlock__my_conn *c = &ms->conn;
+    bool sh = req->kind == DLOCK_KIND_SHARED;
     struct dlock__my_kill kill;
+    struct dlock__my_stmt sub;
+    int64_t left = 0;
     bool locked = false;
     long wait_s = 0;
     unsigned e;
@@ -194,28 +236,37 @@ static int fu_take(struct dlock__my_session *ms,
     /*
      * innodb_lock_wait_timeout counts whole seconds: wait natively for the
      * whole seconds left (never past the deadline, and ending before the
-     * read timeout would), then try with NOWAIT while core backs off for
-     * the rest.
+     * read timeout would). Less than a second left: on MariaDB a
+     * statement of its own cut at the deadline (fu_row_sub_fmt), else
+     * tries with NOWAIT while core backs off for the rest.
      */
     if (deadline_ms != 0) {
-        int64_t left = deadline_ms - dlock_now_ms();
         long cap = (long)ms->x->io_s - 1;
+        left = deadline_ms - dlock_now_ms();
         wait_s = left >= 1000 ? (long)(left / 1000) : 0;
         if (wait_s > cap)
             wait_s = cap;
     }
     for (int round = 0; round < 2; round++) {
-        bool sh = req->kind == DLOCK_KIND_SHARED;
         const struct dlock__my_stmt *q =
             wait_s > 0 ? (sh ? &fu_row_wait_sh : &fu_row_wait)
                        : (sh ? &fu_row_nowait_sh : &fu_row_nowait);
+        bool waits = wait_s > 0;
 
+        if (!waits && deadline_ms != 0)
+            left = deadline_ms - dlock_now_ms(); /* after a row's creation */
+        if (!waits && left >= FU_SUB_MIN_MS && left < 1000 &&
+            mariadb_connection(c->db)) {
+            sub = fu_sub(ms, sh, (unsigned)left);
+            q = &sub;
+            waits = true;
+        }
         if (wait_s > 0 && (e = fu_set_wait(ms, wait_s)) != 0)
             return dlock__my_fail(ms, c, "set lock wait");
-        if (wait_s > 0)
+        if (waits)
             dlock__my_kill_arm(&kill, ms);
         e = fu_lock_row(ms, q, key, &locked);
-        if (wait_s > 0 && dlock__my_kill_disarm(&kill)) {
+        if (waits && dlock__my_kill_disarm(&kill)) {
             /* Cancelled [B-CANCEL-1]: whether the row was locked or not,
              * the rollback lets it go. */
             mysql_rollback(c->db);
@@ -223,8 +274,11 @@ static int fu_take(struct dlock__my_session *ms,
                                        dlock_session_cancelled(&ms->base),
                                        "SELECT … FOR UPDATE: cancelled");
         }
-        if (dlock__my_code(e) == DLOCK_EBUSY)
-            return dlock__my_busy(deadline_ms, wait_s > 0, retry_ms);
+        /* The short wait's timer ran out: as a lock wait timeout, only
+         * the statement is undone, and it locked nothing. */
+        if (dlock__my_code(e) == DLOCK_EBUSY ||
+            (q == &sub && e == ER_STATEMENT_TIMEOUT))
+            return dlock__my_busy(deadline_ms, waits, retry_ms);
         if (e != 0)
             return dlock__my_fail(ms, c, "SELECT … FOR UPDATE");
         if (locked)
@@ -268,7 +322,8 @@ static int fu_undo(struct dlock__my_session *ms, const char *what)
 static int fu_try(struct dlock__my_session *ms,
                   const struct dlock_request *req,
                   const uint8_t key[MY_KEY_LEN], int64_t deadline_ms,
-                  struct dlock_grant *grant, uint32_t *retry_ms, bool *done)
+                  struct dlock_grant *grant, uint32_t *retry_ms, bool *done,
+                  bool *busy)
 {
     struct dlock__my_conn *c = &ms->conn;
     bool shared = req->kind == DLOCK_KIND_SHARED;
@@ -277,6 +332,7 @@ static int fu_try(struct dlock__my_session *ms,
     unsigned e;
 
     *done = true;
+    *busy = false;
     /* A reader does not name itself (fu_fence). */
     dlock__my_bind_text(&p[0], shared ? "" : req->owner,
                         shared ? 0 : req->owner_len);
@@ -289,7 +345,8 @@ static int fu_try(struct dlock__my_session *ms,
         ms->ngrants++;
         return DLOCK_OK;
     }
-    if (dlock__my_code(e) == DLOCK_EBUSY && deadline_ms == 0)
+    *busy = dlock__my_code(e) == DLOCK_EBUSY;
+    if (*busy && deadline_ms == 0)
         return dlock__my_busy(deadline_ms, false, retry_ms);
     if (e == 0 || e == ER_RECORD_FILE_FULL ||
         dlock__my_code(e) == DLOCK_EBUSY) {
@@ -299,27 +356,63 @@ static int fu_try(struct dlock__my_session *ms,
     return fu_undo(ms, "SELECT … FOR UPDATE with its fence");
 }
 
+/*
+ * The try is skipped by an acquire that may wait for a name this session
+ * found busy when it last came to take it, as get_lock's (gl_skip_try):
+ * there it is likely to fail, and costs a round trip plus a hold of the
+ * counters' table while the holder's successor draws its token. The
+ * waiting FOR UPDATE cannot say whether the row was busy when it began;
+ * the token can: one above this session's last on the name means nobody
+ * held it in between, and the next acquire tries again. A hint only: a
+ * wrong guess costs one round trip (the wait's fence is a statement of
+ * its own).
+ */
+static bool fu_skip_try(const struct dlock__my_session *ms,
+                        const uint8_t key[MY_KEY_LEN], int64_t deadline_ms)
+{
+    return deadline_ms != 0 && ms->busy &&
+           memcmp(ms->busy_key, key, MY_KEY_LEN) == 0;
+}
+
+/* After a wait's grant of fence: busy, the try failed as busy, or was
+ * skipped (then the token says). */
+static void fu_note_busy(struct dlock__my_session *ms,
+                         const uint8_t key[MY_KEY_LEN], bool busy,
+                         uint64_t fence)
+{
+    bool same = ms->busy && memcmp(ms->busy_key, key, MY_KEY_LEN) == 0;
+
+    ms->busy = busy && !(same && fence == ms->busy_fence + 1);
+    memcpy(ms->busy_key, key, MY_KEY_LEN);
+    ms->busy_fence = fence;
+}
+
 static int fu_acquire(struct dlock_session *s, const struct dlock_request *req,
                       int64_t deadline_ms, struct dlock_grant *grant,
                       uint32_t *retry_ms)
 {
     struct dlock__my_session *ms = (struct dlock__my_session *)s;
     uint8_t key[MY_KEY_LEN];
-    bool done;
+    bool done, busy = true;
     int rc;
 
     if ((rc = dlock__my_bound_begin(ms, req)) != DLOCK_OK)
         return rc;
     dlock__my_key(ms->x, req->name, req->name_len, key);
-    rc = fu_try(ms, req, key, deadline_ms, grant, retry_ms, &done);
-    if (done)
-        return rc;
+    if (!fu_skip_try(ms, key, deadline_ms)) {
+        rc = fu_try(ms, req, key, deadline_ms, grant, retry_ms, &done, &busy);
+        if (done && rc == DLOCK_OK)
+            ms->busy = false;
+        if (done)
+            return rc;
+    }
     if ((rc = fu_take(ms, req, key, deadline_ms, retry_ms)) != DLOCK_OK)
         return rc;
     /* Held until COMMIT, or until this connection ends. */
     if (fu_fence(ms, req, key, &grant->fence) != 0)
         return fu_undo(ms, "fence");
     ms->ngrants++;
+    fu_note_busy(ms, key, busy, grant->fence);
     return DLOCK_OK;
 }
 

@@ -144,12 +144,20 @@ struct dlock__my_session {
     struct dlock__my_ctx *x;
     struct dlock__my_conn conn;
     long lock_wait_s; /* for_update: the session's innodb_lock_wait_timeout */
+    /* for_update on MariaDB: the text of the wait shorter than a second
+     * prepared now (sub_ms of it, shared or not), or sub_ms 0 (none). */
+    char sub_sql[224];
+    unsigned sub_ms;
+    bool sub_sh;
     uint32_t covered_ms; /* conn-bound: the lease wait_timeout covers */
     size_t ngrants;      /* conn-bound: locks held on this connection */
-    /* get_lock: the name this session last found held by another
-     * connection when it came to take it; its next acquire with a wait
-     * skips the try (get_lock.c, "acquire"). A hint only. */
+    /* get_lock, for_update: the name this session last found held by
+     * another connection when it came to take it; its next acquire with a
+     * wait skips the try (get_lock.c, "acquire"; for_update.c's
+     * fu_skip_try, which keeps the token it drew: busy_fence). A hint
+     * only. */
     uint8_t busy_key[MY_KEY_LEN];
+    uint64_t busy_fence;
     bool busy;
     /* conn-bound: the cancel watcher, from the first wait (bound.c). */
     struct dlock__my_watch *watch;
@@ -190,6 +198,9 @@ unsigned dlock__my_create_tables(struct dlock__my_conn *c);
 /* A table, or a column added since it was made, is missing: the mode's
  * ddl makes it. */
 bool dlock__my_missing(unsigned e);
+/* Close the statement in slot; the next use prepares it again (a slot
+ * whose text changes: for_update.c's short wait). */
+void dlock__my_unprepare(struct dlock__my_conn *c, unsigned slot);
 /* The prepared statement, preparing it on first use (a missing table is
  * created, once); NULL with c's error set. */
 MYSQL_STMT *dlock__my_prepare(struct dlock__my_conn *c,

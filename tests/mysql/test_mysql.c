@@ -105,6 +105,23 @@ static long long adm_int(const char *fmt, ...)
     return v;
 }
 
+/* Run sql (its first column, a number) until it is positive or within_ms
+ * passed; its last value. INNODB_TRX is a cache that InnoDB refreshes
+ * only when it has not been read for 100 ms, so a faster poll of it can
+ * see the same stale rows until the time is up: every poll sleeps
+ * longer than that first. */
+#define ADM_POLL_MS 150
+static long long adm_poll(const char *sql, int64_t within_ms)
+{
+    int64_t end = h_now_ms() + within_ms;
+    long long v;
+
+    do
+        h_sleep_ms(ADM_POLL_MS);
+    while ((v = adm_int("%s", sql)) <= 0 && h_now_ms() < end);
+    return v;
+}
+
 /* The first column of the first row as text into out ("" if none). */
 static void adm_text(char *out, size_t cap, const char *fmt, ...)
 {
@@ -788,6 +805,28 @@ static void *wait_thread(void *arg)
     return NULL;
 }
 
+static void *wait_thread_ms(void *arg)
+{
+    struct waiter *w = arg;
+    w->rc = dlock_acquire(w->lk, 800);
+    return NULL;
+}
+
+/* The connection waiting for a name: a GET_LOCK, or a row lock. */
+#define WAITING_GET_LOCK                                                   \
+    "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'dlock' "  \
+    "AND STATE = 'User lock'"
+#define WAITING_ROW                                                        \
+    "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX "       \
+    "WHERE trx_state = 'LOCK WAIT'"
+/* How many connections wait so (poll them with adm_poll). */
+#define WAITING_GET_LOCKS                                                  \
+    "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = "    \
+    "'dlock' AND STATE = 'User lock'"
+#define WAITING_ROWS                                                       \
+    "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state " \
+    "= 'LOCK WAIT'"
+
 /* for_update and get_lock waiters wait inside the server, where the admin
  * can see them, and get the lock when it is released. */
 static void mysql__waiters_wait_on_the_server(void **state)
@@ -800,24 +839,12 @@ static void mysql__waiters_wait_on_the_server(void **state)
         dlock_lock *la = h_lock(a, name, 0, 0);
         struct waiter w = {h_lock(b, name, 0, 0), -100};
         pthread_t t;
-        long long seen = 0;
-        int64_t end;
 
         assert_true(h_caps(b) & DLOCK_CAP_NATIVE_WAIT);
         assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
         pthread_create(&t, NULL, wait_thread, &w);
-        end = h_now_ms() + 10000;
-        while (seen <= 0 && h_now_ms() < end) {
-            h_sleep_ms(50);
-            seen = m == 1 ? adm_int("SELECT COUNT(*) FROM "
-                                    "information_schema.INNODB_TRX WHERE "
-                                    "trx_state = 'LOCK WAIT'")
-                          : adm_int("SELECT COUNT(*) FROM "
-                                    "information_schema.PROCESSLIST WHERE "
-                                    "USER = 'dlock' AND STATE = "
-                                    "'User lock'");
-        }
-        assert_true(seen > 0);
+        assert_true(adm_poll(m == 1 ? WAITING_ROWS : WAITING_GET_LOCKS,
+                             10000) > 0);
         assert_int_equal(dlock_release(la), DLOCK_OK);
         pthread_join(t, NULL);
         assert_int_equal(w.rc, DLOCK_OK);
@@ -831,20 +858,16 @@ static void mysql__waiters_wait_on_the_server(void **state)
 
 /* la holds the name while lb waits for it on the server, then lets go:
  * lb's connection id (the one waiting in 'User lock'). */
-static long long handed_over(dlock_lock *la, dlock_lock *lb)
+static long long handed_over_as(dlock_lock *la, dlock_lock *lb,
+                                const char *waiting)
 {
     struct waiter w = {lb, -100};
     pthread_t t;
-    long long id = -1;
-    int64_t end = h_now_ms() + 10000;
+    long long id;
 
     assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
     pthread_create(&t, NULL, wait_thread, &w);
-    while (id < 0 && h_now_ms() < end) {
-        h_sleep_ms(20);
-        id = adm_int("SELECT ID FROM information_schema.PROCESSLIST WHERE "
-                     "USER = 'dlock' AND STATE = 'User lock'");
-    }
+    id = adm_poll(waiting, 10000);
     assert_true(id > 0);
     assert_int_equal(dlock_release(la), DLOCK_OK);
     pthread_join(t, NULL);
@@ -872,32 +895,113 @@ static long long executed(long long id, const char *pattern)
  */
 #define TRY_SQL "%GET_LOCK(%, 0) = 1%"
 #define WAIT_SQL "%CASE WHEN IS_USED_LOCK(%"
-static void mysql__get_lock_busy_name_skips_the_try(void **state)
+/* The test of a mode's skipped try: waiting finds the connection that
+ * waits; try_sql and wait_sql (LIKE) its statements. */
+static void busy_name_skips_the_try(const char *mode, const char *waiting,
+                                    const char *try_sql,
+                                    const char *wait_sql)
 {
-    dlock_client *a = client_for("get_lock", NULL);
-    dlock_client *b = client_for("get_lock", NULL);
+    dlock_client *a = client_for(mode, NULL);
+    dlock_client *b = client_for(mode, NULL);
     const char *name = h_name("hint");
     dlock_lock *la = h_lock(a, name, 0, 0), *lb = h_lock(b, name, 0, 0);
     char out[64];
     long long id;
 
-    (void)state;
     adm_text(out, sizeof out, "SELECT @@GLOBAL.log_output");
-    handed_over(la, lb); /* the try finds it held: hinted */
+    handed_over_as(la, lb, waiting); /* the try finds it held: hinted */
     adm_exec("SET GLOBAL log_output = 'TABLE'");
     adm_exec("TRUNCATE mysql.general_log");
     adm_exec("SET GLOBAL general_log = 1");
-    id = handed_over(la, lb);
+    id = handed_over_as(la, lb, waiting); /* hinted: no try */
     assert_int_equal(dlock_acquire(lb, 5000), DLOCK_OK); /* hinted, free */
     assert_int_equal(dlock_release(lb), DLOCK_OK);
     assert_int_equal(dlock_acquire(lb, 5000), DLOCK_OK); /* the try */
     assert_int_equal(dlock_release(lb), DLOCK_OK);
     adm_exec("SET GLOBAL general_log = 0");
     adm_exec("SET GLOBAL log_output = '%s'", out);
-    printf("  get_lock waiter %lld: %lld tries, %lld waits\n", id,
-           executed(id, TRY_SQL), executed(id, WAIT_SQL));
-    assert_int_equal(executed(id, TRY_SQL), 1);
-    assert_int_equal(executed(id, WAIT_SQL), 2);
+    printf("  %s waiter %lld: %lld tries, %lld waits\n", mode, id,
+           executed(id, try_sql), executed(id, wait_sql));
+    assert_int_equal(executed(id, try_sql), 1);
+    assert_int_equal(executed(id, wait_sql), 2);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
+static void mysql__get_lock_busy_name_skips_the_try(void **state)
+{
+    (void)state;
+    busy_name_skips_the_try("get_lock", WAITING_GET_LOCK, TRY_SQL, WAIT_SQL);
+}
+
+/*
+ * for_update skips its NOWAIT try as get_lock does; its waiting FOR
+ * UPDATE cannot say whether the row was busy, so the token does: one
+ * above the session's last on the name means nobody held it in between,
+ * and the next acquire tries again. Counted in the general log as above.
+ */
+#define FU_TRY_SQL "INSERT INTO %FOR UPDATE NOWAIT%"
+#define FU_WAIT_SQL "SELECT 1 FROM %FOR UPDATE"
+static void mysql__for_update_busy_name_skips_the_try(void **state)
+{
+    (void)state;
+    busy_name_skips_the_try("for_update", WAITING_ROW, FU_TRY_SQL,
+                            FU_WAIT_SQL);
+}
+
+/*
+ * for_update waits natively when less than a second is left (MariaDB: the
+ * statement's max_statement_time ends it at the deadline): a 400 ms
+ * acquire on a held name times out after about 400 ms, having sent one
+ * waiting statement and no NOWAIT retries (counted in the general log),
+ * and a waiter with 800 ms gets the lock released during its wait.
+ */
+#define FU_SUB_SQL "SET STATEMENT max_statement_time = %FOR UPDATE"
+static void mysql__for_update_waits_under_a_second(void **state)
+{
+    dlock_client *a = client_for("for_update", NULL);
+    dlock_client *b = client_for("for_update", NULL);
+    const char *name = h_name("fu-sub");
+    dlock_lock *la = h_lock(a, name, 0, 0), *lb = h_lock(b, name, 0, 0);
+    struct waiter w = {lb, -100};
+    char out[64];
+    long long id, nowaits;
+    pthread_t t;
+    int64_t t0, took;
+
+    (void)state;
+    assert_int_equal(dlock_acquire(lb, 0), DLOCK_OK); /* the row exists */
+    assert_int_equal(dlock_release(lb), DLOCK_OK);
+    assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
+    adm_text(out, sizeof out, "SELECT @@GLOBAL.log_output");
+    adm_exec("SET GLOBAL log_output = 'TABLE'");
+    adm_exec("TRUNCATE mysql.general_log");
+    adm_exec("SET GLOBAL general_log = 1");
+    t0 = h_now_ms();
+    assert_int_equal(dlock_acquire(lb, 400), DLOCK_ETIMEDOUT);
+    took = h_now_ms() - t0;
+    adm_exec("SET GLOBAL general_log = 0");
+    id = adm_int("SELECT thread_id FROM mysql.general_log WHERE argument "
+                 "LIKE '%s' LIMIT 1", FU_SUB_SQL);
+    nowaits = adm_int("SELECT COUNT(*) FROM mysql.general_log WHERE "
+                      "thread_id = %lld AND command_type = 'Execute' AND "
+                      "argument LIKE '%%NOWAIT%%'", id);
+    printf("  400 ms wait: %lld ms, %lld waits, %lld NOWAIT\n", (long long)took,
+           executed(id, FU_SUB_SQL), nowaits);
+    assert_true(took >= 390 && took < 1000);
+    assert_true(executed(id, FU_SUB_SQL) >= 1);
+    assert_true(nowaits <= 4); /* tries; polling sent one per 1-32 ms */
+    /* Granted inside such a wait. */
+    pthread_create(&t, NULL, wait_thread_ms, &w);
+    adm_poll(WAITING_ROW, 5000);
+    assert_int_equal(dlock_release(la), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(dlock_fence(lb) > 0);
+    assert_int_equal(dlock_release(lb), DLOCK_OK);
+    adm_exec("SET GLOBAL log_output = '%s'", out);
     dlock_lock_free(la);
     dlock_lock_free(lb);
     dlock_client_close(a);
@@ -917,22 +1021,14 @@ static void mysql__for_update_readers_queue_behind_writer(void **state)
     dlock_lock *r2 = h_lock(a, name, 0, DLOCK_LOCK_SHARED);
     struct waiter w = {h_lock(b, name, 0, 0), -100};
     pthread_t t;
-    long long seen = 0;
     uint64_t f1, fw;
-    int64_t end;
 
     (void)state;
     assert_int_equal(dlock_acquire(r1, 0), DLOCK_OK);
     f1 = dlock_fence(r1);
     assert_true(f1 > 0);
     pthread_create(&t, NULL, wait_thread, &w);
-    end = h_now_ms() + 10000;
-    while (seen <= 0 && h_now_ms() < end) {
-        h_sleep_ms(50);
-        seen = adm_int("SELECT COUNT(*) FROM information_schema.INNODB_TRX"
-                       " WHERE trx_state = 'LOCK WAIT'");
-    }
-    assert_true(seen > 0);
+    assert_true(adm_poll(WAITING_ROWS, 10000) > 0);
     /* The writer is queued: a new reader does not get past it. */
     assert_int_equal(dlock_try_acquire(r2), DLOCK_EBUSY);
     assert_int_equal(dlock_release(r1), DLOCK_OK);
@@ -1848,6 +1944,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(mysql__killed_connection_and_fence),
         cmocka_unit_test(mysql__waiters_wait_on_the_server),
         cmocka_unit_test(mysql__get_lock_busy_name_skips_the_try),
+        cmocka_unit_test(mysql__for_update_busy_name_skips_the_try),
+        cmocka_unit_test(mysql__for_update_waits_under_a_second),
         cmocka_unit_test(mysql__for_update_readers_queue_behind_writer),
         cmocka_unit_test(mysql__permit_takes_one_slot),
         cmocka_unit_test(mysql__permit_names_near_the_limit),
