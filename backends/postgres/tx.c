@@ -473,6 +473,7 @@ const struct pg_mode dlock__pg_mode_advisory_xact = {
         "(SELECT o.owner FROM dlock_owners o WHERE o.pid = l.pid"
         " AND o.key = $1::text)"),
     .on_connect = tx_on_connect,
+    .prepare = true,
 };
 
 /* The lock row's own owner, fence and locked_at columns are no longer
@@ -528,4 +529,5 @@ const struct pg_mode dlock__pg_mode_for_update = {
                " ON o.pid = a.pid AND o.key = $1"
                " WHERE t.key = decode($1, 'hex')",
     .on_connect = tx_on_connect,
+    .prepare = true,
 };
