@@ -182,6 +182,22 @@ void dlock__pg_drop(struct pg_session *s)
     s->conn = NULL;
 }
 
+int dlock__pg_setup(struct pg_session *s, const struct pg_q *q,
+                    int64_t deadline, char *err, size_t errlen)
+{
+    struct pg_res res;
+    int rc = dlock__pg_exec(s, q, 1, deadline, &res);
+
+    if (rc == PG_SQLERR)
+        rc = dlock_errorf(err, errlen, DLOCK_ERROR, "session set-up: %s",
+                          PQresultErrorField(res.r[res.failed],
+                                             PG_DIAG_MESSAGE_PRIMARY));
+    else if (rc != DLOCK_OK)
+        dlock_errorf(err, errlen, rc, "session set-up: %s", s->why);
+    dlock__pg_res_clear(&res);
+    return rc;
+}
+
 int dlock__pg_connect(struct pg_session *s, char *err, size_t errlen)
 {
     const struct pg_conf *cf = s->cf;
@@ -213,15 +229,7 @@ int dlock__pg_connect(struct pg_session *s, char *err, size_t errlen)
     if (cf->mode->durable) {
         struct pg_q q = {"SELECT set_config('synchronous_commit', 'on', "
                          "false)", 0, {NULL}};
-        struct pg_res res;
-        rc = dlock__pg_exec(s, &q, 1, deadline, &res);
-        if (rc == PG_SQLERR)
-            rc = dlock_errorf(err, errlen, DLOCK_ERROR, "session set-up: %s",
-                              PQresultErrorField(res.r[res.failed],
-                                                 PG_DIAG_MESSAGE_PRIMARY));
-        else if (rc != DLOCK_OK)
-            dlock_errorf(err, errlen, rc, "session set-up: %s", s->why);
-        dlock__pg_res_clear(&res);
+        rc = dlock__pg_setup(s, &q, deadline, err, errlen);
         if (rc != DLOCK_OK) {
             dlock__pg_drop(s);
             return rc;

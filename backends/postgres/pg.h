@@ -281,6 +281,10 @@ PGconn *dlock__pg_connect_raw(const struct pg_conf *cf, int64_t deadline,
 /* Connect (or reconnect) the session's connection, then run the mode's
  * on_connect. */
 int dlock__pg_connect(struct pg_session *s, char *err, size_t errlen);
+/* Run one statement that sets a new connection up (on_connect); a
+ * failure is written into err as the session set-up's. */
+int dlock__pg_setup(struct pg_session *s, const struct pg_q *q,
+                    int64_t deadline, char *err, size_t errlen);
 /* Close the session's connection (if any) and stop watching it. */
 void dlock__pg_drop(struct pg_session *s);
 /* Is the connection still there? Drops it and says why if not. */
