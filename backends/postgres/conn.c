@@ -4,14 +4,17 @@
  * Every call is asynchronous underneath (nonblocking socket, pipeline mode,
  * poll with a deadline), so a server that is down, paused or unreachable
  * costs at most timeout= per call and never hangs a thread; statements that
- * belong together go out in one round trip (libpq pipeline mode).
+ * belong together go out in one round trip (libpq pipeline mode). The
+ * statements of the modes that ask for it are prepared once per connection
+ * (see "prepared statements").
  *
  * It leaves what a mode sets up on a new connection to that mode (its
  * on_connect, called through the mode object), creating tables to
  * schema.c, and the LISTEN connection to listen.c, which connects with
  * dlock__pg_connect_raw(). Below it is only conf.c.
  *
- * Divisions: connecting; a session's connection; running statements.
+ * Divisions: connecting; a session's connection; prepared statements;
+ * running statements.
  */
 #include <errno.h>
 #include <limits.h>
