@@ -43,9 +43,10 @@ client_pkgs=(
 # etcd-client's etcdctl is the other side of the etcd interop test
 # (etcdctl lock); openssl makes the certificates of the etcdtls test server
 # (etcds://) and curl, with its client certificate, is its readiness probe.
+# pgbouncer: postgres/pooler puts it in front of the test server.
 server_pkgs=(
     redis-server redis-tools zookeeper postgresql mariadb-server
-    etcd-server etcd-client openssl curl
+    etcd-server etcd-client openssl curl pgbouncer
 )
 # ZooKeeper/Curator interop test: a small Java program using Curator's
 # InterProcessMutex against the same lock path as dlock. Curator logs through

@@ -505,4 +505,5 @@ const struct pg_mode dlock__pg_mode_advisory = {
         "(SELECT o.owner FROM {t} o WHERE o.pid = l.pid"
         " AND o.key = $1::text)"),
     .on_connect = adv_on_connect,
+    .prepare = true,
 };

@@ -48,6 +48,8 @@ struct pg_session;
 #define PG_DDL_MAX 6
 /* Statements in one round trip at most (the DDL lock and the DDL). */
 #define PG_MAXQ 7
+/* Statements prepared on one connection at most (conn.c). */
+#define PG_PREP_MAX 16
 /* dlock__pg_exec's result when a statement failed on a healthy
  * connection. */
 #define PG_SQLERR 1
@@ -83,6 +85,10 @@ struct pg_mode {
      * connection is dropped). */
     int (*on_connect)(struct pg_session *s, int64_t deadline, char *err,
                       size_t errlen);
+    /* Its statements are prepared once per connection, when a round trip
+     * begins outside a transaction (conn.c): parse and plan cost more
+     * than the lock itself. */
+    bool prepare;
 };
 
 /* The pg_locks view of an advisory key, for both advisory modes' inspect:
@@ -204,6 +210,17 @@ struct pg_session {
      * the other statements of a cancelled acquire (rollback, fence,
      * unlock) are never cancelled themselves. */
     bool waiting;
+    /* The statements prepared on this connection (conn.c): the text
+     * (owned), the name (a digest of the text), and whether the server
+     * has confirmed it; prep_off once a server said it does not keep them
+     * (a transaction pooler in between), for the session's life. */
+    struct pg_prep {
+        char *sql;
+        char name[40];
+        int state; /* PG_PREP_* (conn.c) */
+    } prep[PG_PREP_MAX];
+    int nprep;
+    bool prep_off;
 };
 
 /* One statement and its parameters (text format). */
@@ -264,6 +281,10 @@ PGconn *dlock__pg_connect_raw(const struct pg_conf *cf, int64_t deadline,
 /* Connect (or reconnect) the session's connection, then run the mode's
  * on_connect. */
 int dlock__pg_connect(struct pg_session *s, char *err, size_t errlen);
+/* Run one statement that sets a new connection up (on_connect); a
+ * failure is written into err as the session set-up's. */
+int dlock__pg_setup(struct pg_session *s, const struct pg_q *q,
+                    int64_t deadline, char *err, size_t errlen);
 /* Close the session's connection (if any) and stop watching it. */
 void dlock__pg_drop(struct pg_session *s);
 /* Is the connection still there? Drops it and says why if not. */
