@@ -164,6 +164,10 @@ struct pg_ctx {
     /* The durable fence epoch as last read or written by this client
      * (fence.c): 0 until known. It only grows. */
     _Atomic uint64_t epoch;
+    /* mode lease: the longest lease this client saw recorded in
+     * dlock_lease_max for its table (lease.c): 0 until known. It only
+     * grows. */
+    _Atomic uint64_t lease_max_ms;
 };
 
 /* advisory_xact and for_update (tx.c): close the ctx's fence connection. */
