@@ -341,6 +341,56 @@ static int lease_max_ensure(struct pg_session *s, uint32_t lease_ms,
     return DLOCK_OK;
 }
 
+/* ---- hand-offs ---------------------------------------------------------- */
+
+/*
+ * Any claimer may take a free row, and the releasing handle, still on its
+ * CPU, usually claims again before a waiter woken by its NOTIFY has even
+ * run: in 8 processes on one name a third of the grants went back to the
+ * handle that had just released. So a handle that was granted the name
+ * after a wait (someone else held it, so others likely wait too) and
+ * releases it does not claim that name again for HANDOFF_GRACE_MS, unless
+ * a release was announced since (someone else took it): it waits as
+ * everyone else. A try is never held back (it says whether the name is
+ * free), nor are other handles. A waiter that went away holds up the
+ * releaser by the grace at most. This is about fairness only: the claim
+ * alone decides who holds. (backends/file does the same.)
+ */
+#define HANDOFF_GRACE_MS 5
+
+static struct pg_handoff *handoff_of(struct pg_session *s,
+                                     const struct dlock_request *req)
+{
+    struct pg_handoff *h = &s->x->handoff[req->serial % PG_HANDOFF_SLOTS];
+
+    if (atomic_load(&h->serial) != req->serial + 1) {
+        atomic_store(&h->serial, req->serial + 1);
+        atomic_store(&h->waited, false);
+        atomic_store(&h->until, 0);
+    }
+    return h;
+}
+
+/* Should this attempt let the waiters have the name? Then *retry_ms is
+ * the rest of the grace. s has noted the channel's count. */
+static bool handoff_defer(struct pg_session *s, struct pg_handoff *h,
+                          uint32_t *retry_ms)
+{
+    int64_t left = atomic_load(&h->until) - dlock_now_ms();
+
+    if (left <= 0)
+        return false;
+    /* A release announced since, besides its own: someone else had
+     * it. */
+    if (!s->seen_valid || !atomic_load(&h->seq_ok) ||
+        s->seen_seq - atomic_load(&h->seq) > 1) {
+        atomic_store(&h->until, 0);
+        return false;
+    }
+    *retry_ms = (uint32_t)left;
+    return true;
+}
+
 /* ---- acquire ----------------------------------------------------------- */
 
 /* A claim won with fence v drawn: hand v out if its epoch is the durable
@@ -413,11 +463,12 @@ static int lease_acquire(struct dlock_session *ds,
     int mark = permit ? 3 : 2, ok = mark + 1;
     struct pg_q q, make;
     struct pg_res res;
+    struct pg_handoff *h;
     uint8_t d[32];
     const PGresult *r;
     int rc;
 
-    (void)deadline; /* no native wait: one attempt */
+    /* no native wait: one attempt (deadline 0: a try) */
     if ((rc = dlock__pg_ready(s)) != DLOCK_OK)
         return rc;
     dlock__pg_digest(cf, req->name, req->name_len, d);
@@ -425,6 +476,9 @@ static int lease_acquire(struct dlock_session *ds,
     /* [B-WAIT-1]: note the channel's count before the attempt, so a
      * release announced after it wakes the wait() that follows. */
     dlock__pg_listen_note(s, dlock__pg_key64(d));
+    h = permit ? NULL : handoff_of(s, req);
+    if (h != NULL && deadline != 0 && handoff_defer(s, h, retry_ms))
+        return DLOCK_EBUSY;
     snprintf(ms, sizeof ms, "%u", req->lease_ms);
     if (permit) {
         snprintf(n, sizeof n, "%u", req->permits);
@@ -463,6 +517,10 @@ static int lease_acquire(struct dlock_session *ds,
             rc = lease_won(s, req, d, permit ? shex : hex, v, &g->fence);
             if (rc == DLOCK_EBUSY)
                 *retry_ms = 1;
+            if (rc == DLOCK_OK && h != NULL) { /* granted after a wait? */
+                g->word[1] = atomic_exchange(&h->waited, false);
+                atomic_store(&h->until, 0);
+            }
             return rc;
         }
         /* no marker, or (a lock) no row */
@@ -498,6 +556,8 @@ static int lease_acquire(struct dlock_session *ds,
                 left > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)left;
         }
         dlock__pg_res_clear(&res);
+        if (h != NULL)
+            atomic_store(&h->waited, true);
         return DLOCK_EBUSY;
     }
 }
@@ -612,6 +672,19 @@ static int lease_release(struct dlock_session *ds,
     if ((rc = dlock__pg_ready(s)) != DLOCK_OK)
         return rc;
     grant_row(cf, req, g, hex, chan);
+    if (req->kind != DLOCK_KIND_PERMIT && g->word[1]) {
+        /* Granted after a wait: let a waiter have it (hand-offs). The
+         * channel's count before this release announces itself. */
+        struct pg_handoff *h = handoff_of(s, req);
+        uint8_t d[32];
+        uint64_t seq = 0;
+        bool ok;
+        dlock__pg_digest(cf, req->name, req->name_len, d);
+        ok = dlock__pg_listen_seq(&s->x->ln, dlock__pg_key64(d), &seq);
+        atomic_store(&h->seq, seq);
+        atomic_store(&h->seq_ok, ok);
+        atomic_store(&h->until, dlock_now_ms() + HANDOFF_GRACE_MS);
+    }
     q = (struct pg_q){cf->sql[LEASE_RELEASE], 3, {hex, req->owner, chan}};
     rc = dlock__pg_run(s, &q, 1, dlock__pg_deadline(cf), &res);
     if (rc == DLOCK_OK && PQntuples(res.r[0]) == 0)

@@ -125,6 +125,9 @@ struct pg_conf {
     char *inspect;
 };
 
+/* Handles whose hand-offs a client remembers at once (mode lease). */
+#define PG_HANDOFF_SLOTS 16
+
 /* One channel the listener LISTENs on: a lock name's 64-bit key. */
 struct pg_chan {
     struct pg_chan *next;
@@ -168,6 +171,16 @@ struct pg_ctx {
      * dlock_lease_max for its table (lease.c): 0 until known. It only
      * grows. */
     _Atomic uint64_t lease_max_ms;
+    /* mode lease: hand-offs (lease.c), per handle (its serial picks the
+     * slot; a collision only loses a hint). */
+    struct pg_handoff {
+        _Atomic uint64_t serial; /* the handle's serial + 1; 0: none */
+        _Atomic bool waited;     /* its last attempt was refused */
+        _Atomic int64_t until;   /* dlock_now_ms(): it lets waiters have
+                                    the name it released until then */
+        _Atomic uint64_t seq;    /* the channel's count at its release */
+        _Atomic bool seq_ok;
+    } handoff[PG_HANDOFF_SLOTS];
 };
 
 /* advisory_xact and for_update (tx.c): close the ctx's fence connection. */
