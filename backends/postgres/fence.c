@@ -1,7 +1,7 @@
 /*
- * fence.c: where the fencing tokens of modes advisory, advisory_xact and
- * for_update come from, at no disk flush and no table write per acquire,
- * never repeated across a server crash.
+ * fence.c: where the fencing tokens of every mode (advisory,
+ * advisory_xact, for_update, lease) come from, at no disk flush and no
+ * table write per acquire, never repeated across a server crash.
  *
  * A fence is a value v of dlock_fence_useq, an UNLOGGED SEQUENCE
  * (PostgreSQL 15 or later), drawn by nextval() in the statement that took

@@ -11,9 +11,10 @@
  *                semaphores as N slot keys
  *   tx.c         modes advisory_xact and for_update: a lock held by an
  *                open transaction
- *   lease.c      mode lease: a lease row, NOTIFY on release
- *   fence.c      the fence source of advisory, advisory_xact and
- *                for_update: one unlogged sequence and a durable epoch
+ *   lease.c      mode lease: a lease row in an unlogged table, NOTIFY on
+ *                release, a grace after a crash emptied the table
+ *   fence.c      the fence source of every mode: one unlogged sequence
+ *                and a durable epoch
  *   bound.c      what the three connection-bound modes share: renewal by
  *                one round trip, release on a lost connection, the
  *                server-side silence limit and lock_timeout texts
