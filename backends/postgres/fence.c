@@ -265,3 +265,16 @@ int dlock__pg_fence(struct pg_session *s, uint64_t v, uint64_t *out,
                           "crashing, or something resetting it?)");
     return rc;
 }
+
+int dlock__pg_fence_server(struct pg_session *s, char *err, size_t errlen)
+{
+    int v = PQserverVersion(s->conn);
+
+    if (v >= 150000)
+        return DLOCK_OK;
+    return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
+                        "mode=%s needs PostgreSQL 15 or later (this server "
+                        "is %d.%d; its fencing tokens come from an UNLOGGED "
+                        "SEQUENCE, new in 15)",
+                        s->cf->mode->pub.name, v / 10000, v / 100 % 100);
+}

@@ -748,20 +748,11 @@ static int lease_floor(const struct dlock_uri *uri, const char *name,
 
 /* ---- the mode ---------------------------------------------------------- */
 
-/* Version 15 or later, for the unlogged sequence of the fences. */
 static int lease_on_connect(struct pg_session *s, int64_t deadline,
                             char *err, size_t errlen)
 {
-    int v = PQserverVersion(s->conn);
-
     (void)deadline;
-    if (v >= 150000)
-        return DLOCK_OK;
-    return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
-                        "mode=lease needs PostgreSQL 15 or later (this "
-                        "server is %d.%d; its fencing tokens come from an "
-                        "UNLOGGED SEQUENCE, new in 15)",
-                        v / 10000, v / 100 % 100);
+    return dlock__pg_fence_server(s, err, errlen);
 }
 
 const struct pg_mode dlock__pg_mode_lease = {

@@ -383,6 +383,10 @@ bool dlock__pg_fence_ok(struct pg_ctx *x, uint64_t v);
  */
 int dlock__pg_fence(struct pg_session *s, uint64_t v, uint64_t *out,
                     char *err, size_t errlen);
+/* Can s's server give fences (version 15 or later, for the unlogged
+ * sequence)? DLOCK_OK, or DLOCK_EUNSUPPORTED with err saying so. A mode's
+ * on_connect calls it. */
+int dlock__pg_fence_server(struct pg_session *s, char *err, size_t errlen);
 
 /* ---- bound.c ---- */
 
