@@ -96,7 +96,8 @@ enum {
     LEASE_PERMIT,
     LEASE_MAX,
     LEASE_OWNS,
-    LEASE_MAKE
+    LEASE_MAKE,
+    LEASE_FLOOR_SETUP
 };
 
 /* The marker row's key: one byte, where names and slots have 32. */
@@ -178,11 +179,20 @@ static const char SQL_CLAIM[] =
 
 /* The marker if missing (with the grace), and the name's row if missing
  * (free, fence 0). */
-static const char SQL_MAKE[] =
-    "WITH " MARK_CTES
-    " ins AS (INSERT INTO {t} (key, namespace, name, owner, fence,"
-    "   expires_at) VALUES (decode($1, 'hex'), $2::text, $3::text, '', 0,"
+#define MAKE_CTES                                                           \
+    MARK_CTES                                                               \
+    " ins AS (INSERT INTO {t} (key, namespace, name, owner, fence,"         \
+    "   expires_at) VALUES (decode($1, 'hex'), $2::text, $3::text, '', 0,"  \
     "   '-infinity') ON CONFLICT (key) DO NOTHING)"
+static const char SQL_MAKE[] = "WITH " MAKE_CTES " SELECT 1";
+/* The floor's set-up, before its clock: the same, and its lease ($4 ms)
+ * recorded (the marker's grace is read in the statement's snapshot,
+ * before it). */
+static const char SQL_FLOOR_SETUP[] =
+    "WITH " MAKE_CTES ","
+    " mx AS (INSERT INTO dlock_lease_max AS x (tbl, lease_ms)"
+    "   VALUES ('{t}', $4::bigint) ON CONFLICT (tbl) DO UPDATE"
+    "   SET lease_ms = greatest(x.lease_ms, EXCLUDED.lease_ms))"
     " SELECT 1";
 
 /* The row key of slot I of the name whose row key is D (SQL: bytea D,
@@ -731,8 +741,8 @@ static void lease_floor_plan(const struct pg_conf *cf,
                              const struct pg_floor_keys *k,
                              struct pg_floor_plan *p)
 {
-    p->setup[p->nsetup++] = (struct pg_q){cf->sql[LEASE_MAKE], 3,
-                                          {k->hex, cf->ns, k->name}};
+    p->setup[p->nsetup++] = (struct pg_q){
+        cf->sql[LEASE_FLOOR_SETUP], 4, {k->hex, cf->ns, k->name, k->ms}};
     p->take[p->ntake++] = (struct pg_q){cf->sql[LEASE_CLAIM], 3,
                                         {k->hex, k->owner, k->ms}};
     p->give = (struct pg_q){cf->sql[LEASE_RELEASE], 3,
@@ -791,6 +801,7 @@ const struct pg_mode dlock__pg_mode_lease = {
         [LEASE_MAX] = SQL_MAX,
         [LEASE_OWNS] = SQL_OWNS,
         [LEASE_MAKE] = SQL_MAKE,
+        [LEASE_FLOOR_SETUP] = SQL_FLOOR_SETUP,
     },
     .ddl = {DLOCK__PG_FENCE_DDL_EPOCH, DLOCK__PG_FENCE_DDL_EPOCH_ROW,
             DLOCK__PG_FENCE_DDL_SEQ,
