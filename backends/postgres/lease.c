@@ -139,8 +139,8 @@ enum {
  * SET list), so it is drawn after every earlier holder's. Otherwise it
  * says how long the holder's lease has left. A plain UPDATE whose WHERE
  * fails on the version it sees takes no row lock, and the statement is
- * kept small: every waiter woken by a release runs it, and parsing and
- * planning it is most of its cost. Answers: the fence (NULL if not
+ * kept small: every waiter woken by a release runs it (as FN_CLAIM's
+ * body, below). Answers: the fence (NULL if not
  * claimed), the ms left of the holder's lease (0: none; NULL: no row),
  * MARK_LEFT. A missing row or marker is made by SQL_MAKE, and the claim
  * tried again: an INSERT that claimed would draw its fence before it met
@@ -175,7 +175,6 @@ enum {
 static const char SQL_CLAIM[] =
     "SELECT r_fence, r_left, r_mark, r_ok"
     " FROM {t}($1::text, $2::text, $3::bigint)";
-
 
 /* The marker if missing (with the grace), and the name's row if missing
  * (free, fence 0). */
