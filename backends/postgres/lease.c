@@ -360,8 +360,9 @@ static int lease_max_ensure(struct pg_session *s, uint32_t lease_ms,
  * after a wait (someone else held it, so others likely wait too) and
  * releases it does not claim that name again for HANDOFF_GRACE_MS, unless
  * a release was announced since (someone else took it): it waits as
- * everyone else. A try is never held back (it says whether the name is
- * free), nor are other handles. A waiter that went away holds up the
+ * everyone else (a try fails, as on a fair lock: core makes every attempt
+ * of a mode without a native wait as a try, so the two look alike here).
+ * Other handles are not held back. A waiter that went away holds up the
  * releaser by the grace at most. This is about fairness only: the claim
  * alone decides who holds. (backends/file does the same.)
  */
@@ -397,6 +398,9 @@ static bool handoff_defer(struct pg_session *s, struct pg_handoff *h,
         return false;
     }
     *retry_ms = (uint32_t)left;
+    /* it waits for another holder: a grant after this is one after a
+     * wait, and lets the waiters have the name again at its release */
+    atomic_store(&h->waited, true);
     return true;
 }
 
@@ -477,7 +481,7 @@ static int lease_acquire(struct dlock_session *ds,
     const PGresult *r;
     int rc;
 
-    /* no native wait: one attempt (deadline 0: a try) */
+    (void)deadline; /* no native wait: one attempt */
     if ((rc = dlock__pg_ready(s)) != DLOCK_OK)
         return rc;
     dlock__pg_digest(cf, req->name, req->name_len, d);
@@ -486,7 +490,7 @@ static int lease_acquire(struct dlock_session *ds,
      * release announced after it wakes the wait() that follows. */
     dlock__pg_listen_note(s, dlock__pg_key64(d));
     h = permit ? NULL : handoff_of(s, req);
-    if (h != NULL && deadline != 0 && handoff_defer(s, h, retry_ms))
+    if (h != NULL && handoff_defer(s, h, retry_ms))
         return DLOCK_EBUSY;
     snprintf(ms, sizeof ms, "%u", req->lease_ms);
     if (permit) {
