@@ -1,7 +1,7 @@
 /*
- * fence.c: where the fencing tokens of modes advisory, advisory_xact and
- * for_update come from, at no disk flush and no table write per acquire,
- * never repeated across a server crash.
+ * fence.c: where the fencing tokens of every mode (advisory,
+ * advisory_xact, for_update, lease) come from, at no disk flush and no
+ * table write per acquire, never repeated across a server crash.
  *
  * A fence is a value v of dlock_fence_useq, an UNLOGGED SEQUENCE
  * (PostgreSQL 15 or later), drawn by nextval() in the statement that took
@@ -264,4 +264,17 @@ int dlock__pg_fence(struct pg_session *s, uint64_t v, uint64_t *out,
                           "epoch in dlock_fence_epoch (is the server "
                           "crashing, or something resetting it?)");
     return rc;
+}
+
+int dlock__pg_fence_server(struct pg_session *s, char *err, size_t errlen)
+{
+    int v = PQserverVersion(s->conn);
+
+    if (v >= 150000)
+        return DLOCK_OK;
+    return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
+                        "mode=%s needs PostgreSQL 15 or later (this server "
+                        "is %d.%d; its fencing tokens come from an UNLOGGED "
+                        "SEQUENCE, new in 15)",
+                        s->cf->mode->pub.name, v / 10000, v / 100 % 100);
 }

@@ -11,9 +11,10 @@
  *                semaphores as N slot keys
  *   tx.c         modes advisory_xact and for_update: a lock held by an
  *                open transaction
- *   lease.c      mode lease: a lease row, NOTIFY on release
- *   fence.c      the fence source of advisory, advisory_xact and
- *                for_update: one unlogged sequence and a durable epoch
+ *   lease.c      mode lease: a lease row in an unlogged table, NOTIFY on
+ *                release, a grace after a crash emptied the table
+ *   fence.c      the fence source of every mode: one unlogged sequence
+ *                and a durable epoch
  *   bound.c      what the three connection-bound modes share: renewal by
  *                one round trip, release on a lost connection, the
  *                server-side silence limit and lock_timeout texts
@@ -131,6 +132,9 @@ struct pg_conf {
     char *inspect;
 };
 
+/* Handles whose hand-offs a client remembers at once (mode lease). */
+#define PG_HANDOFF_SLOTS 16
+
 /* One channel the listener LISTENs on: a lock name's 64-bit key. */
 struct pg_chan {
     struct pg_chan *next;
@@ -170,6 +174,20 @@ struct pg_ctx {
     /* The durable fence epoch as last read or written by this client
      * (fence.c): 0 until known. It only grows. */
     _Atomic uint64_t epoch;
+    /* mode lease: the longest lease this client saw recorded in
+     * dlock_lease_max for its table (lease.c): 0 until known. It only
+     * grows. */
+    _Atomic uint64_t lease_max_ms;
+    /* mode lease: hand-offs (lease.c), per handle (its serial picks the
+     * slot; a collision only loses a hint). */
+    struct pg_handoff {
+        _Atomic uint64_t serial; /* the handle's serial + 1; 0: none */
+        _Atomic bool waited;     /* its last attempt was refused */
+        _Atomic int64_t until;   /* dlock_now_ms(): it lets waiters have
+                                    the name it released until then */
+        _Atomic uint64_t seq;    /* the channel's count at its release */
+        _Atomic bool seq_ok;
+    } handoff[PG_HANDOFF_SLOTS];
 };
 
 /* advisory_xact and for_update (tx.c): close the ctx's fence connection. */
@@ -386,6 +404,10 @@ bool dlock__pg_fence_ok(struct pg_ctx *x, uint64_t v);
  */
 int dlock__pg_fence(struct pg_session *s, uint64_t v, uint64_t *out,
                     char *err, size_t errlen);
+/* Can s's server give fences (version 15 or later, for the unlogged
+ * sequence)? DLOCK_OK, or DLOCK_EUNSUPPORTED with err saying so. A mode's
+ * on_connect calls it. */
+int dlock__pg_fence_server(struct pg_session *s, char *err, size_t errlen);
 
 /* ---- bound.c ---- */
 

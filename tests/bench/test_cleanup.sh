@@ -30,13 +30,17 @@ zk_nodes() {
 }
 # Rows of every table of the public schema, each counted exactly, but the
 # fence source's epoch (one row for the whole server, never to be
-# removed: fence.c; dlock_fence_marker is an earlier version's), as zk's
-# shared root.
+# removed: fence.c; dlock_fence_marker is an earlier version's), the
+# longest lease of each lease table and each lease table's marker row
+# (one-byte key; removing it starts a grace: lease.c), as zk's shared
+# root.
 pg_rows() {
     psql -X -q -At "$DLOCK_TEST_PG_ADMIN_URI" -c "SELECT coalesce(sum((xpath('/row/c/text()',
-        query_to_xml('SELECT count(*) AS c FROM public.' || quote_ident(tablename),
+        query_to_xml('SELECT count(*) AS c FROM public.' || quote_ident(tablename)
+        || CASE WHEN tablename = 'dlock_leases_u' THEN ' WHERE length(key) = 32'
+        ELSE '' END,
         false, true, '')))[1]::text::bigint), 0) FROM pg_tables WHERE schemaname = 'public'
-        AND tablename NOT IN ('dlock_fence_epoch', 'dlock_fence_marker')"
+        AND tablename NOT IN ('dlock_fence_epoch', 'dlock_fence_marker', 'dlock_lease_max')"
 }
 mysql_sql() {
     local a=${DLOCK_TEST_MYSQL_ADMIN_URI#*://} user pw hp

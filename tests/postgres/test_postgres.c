@@ -22,7 +22,9 @@
  *            restarted; every fence after recovery is above every fence
  *            before, and each name's fences strictly increase; the
  *            sequence's run into the next epoch raises the durable one,
- *            and a reset sequence is moved above a new one.
+ *            and a reset sequence is moved above a new one; in mode
+ *            lease, no one is granted a lease after the crash until
+ *            every lease granted before it has run out.
  *   bench    prints (never asserts) the raw floor against a dlock cycle and
  *            the hand-off latency between 8 processes, for every mode.
  *
@@ -181,7 +183,7 @@ static const char *const hostile[] = {
 static void check_tables_intact(PGconn *a)
 {
     static const char *const rels[] = {
-        "dlock_owners", "dlock_locks", "dlock_leases", "dlock_fence_epoch",
+        "dlock_owners", "dlock_locks", "dlock_leases_u", "dlock_fence_epoch",
         "dlock_fence_useq"};
     for (size_t i = 0; i < sizeof rels / sizeof rels[0]; i++)
         if (sql_num(a, "SELECT count(*) FROM pg_class WHERE relname = '%s'",
@@ -233,7 +235,7 @@ static void postgres__injection_names_leave_tables_intact(void **state)
             snprintf(sql, sizeof sql,
                      "SELECT count(*) FROM %s WHERE name = $1 AND "
                      "namespace = $2",
-                     t ? "dlock_leases" : "dlock_locks");
+                     t ? "dlock_leases_u" : "dlock_locks");
             PGresult *r = PQexecParams(a, sql, 2, NULL, params, NULL, NULL, 0);
             assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
             if (atoi(PQgetvalue(r, 0, 0)) != 1)
@@ -693,7 +695,7 @@ static int lease_slots_held(PGconn *a, const char *name, uint32_t n,
         PGresult *r;
         slot_row_of(hex, name, i);
         r = PQexecParams(a,
-                         "SELECT owner FROM dlock_leases WHERE key = "
+                         "SELECT owner FROM dlock_leases_u WHERE key = "
                          "decode($1, 'hex') AND expires_at > now() AND "
                          "owner <> ''",
                          1, NULL, v, NULL, NULL, 0);
@@ -739,9 +741,9 @@ static void permits_seen(dlock_client *c1, dlock_client *c2, PGconn *a,
     assert_non_null(strstr(st.owner, "3 permit holders"));
     for (int i = 0; i < 3 && owner_ids; i++)
         assert_non_null(strstr(st.owner, dlock_lock_owner(p[i])));
-    /* Lease rows keep their fence; advisory's come from one sequence for
-     * every name, which keeps none per name: 0, unknown. */
-    assert_int_equal(st.fence, owner_ids ? last : 0);
+    /* Both modes draw from one sequence for every name, which keeps
+     * none per name: 0, unknown. */
+    assert_int_equal(st.fence, 0);
     assert_int_equal(dlock_release(p[1]), DLOCK_OK);
     assert_int_equal(dlock_acquire(p[3], 5000), DLOCK_OK);
     assert_true(dlock_fence(p[3]) > last);
@@ -1415,11 +1417,18 @@ static int crash_by_fence(const void *a, const void *b)
     return x->fence < y->fence ? -1 : x->fence > y->fence;
 }
 
+/* mode lease runs on a table of its own with a short lease: after the
+ * crash no lease is granted for the longest lease ever recorded for the
+ * table (lease.c), and a test lease of the default length would make
+ * that longer than the children's 30 s. */
 static void crash_run(const char *mode, uint32_t permits)
 {
     struct crash_log *lg = mmap(NULL, sizeof *lg, PROT_READ | PROT_WRITE,
                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    const char *uri = uri_of("mode=%s&timeout=2s", mode);
+    bool lease = strcmp(mode, "lease") == 0;
+    const char *uri = uri_of("mode=%s&timeout=2s%s", mode,
+                             lease ? "&lease=1s&table=dlock_crash_leases"
+                                   : "");
     const char *names[CRASH_NAMES];
     char nbuf[CRASH_NAMES][128];
     pid_t pid[CRASH_PROCS];
@@ -1584,6 +1593,164 @@ static void postgres__fences_above_all_after_server_crash(void **state)
     crash_run("advisory", 2);
     crash_run("advisory_xact", 0);
     crash_run("for_update", 0);
+    crash_run("lease", 0);
+    crash_run("lease", 2);
+}
+
+/*
+ * Mode lease keeps its rows in an unlogged table, which crash recovery
+ * empties: a holder whose row vanished still believes, until its lease
+ * runs out, that it holds the lock. So after a crash nothing is granted
+ * until every lease that could have been live has run out (lease.c: the
+ * grace). A holder takes the name with a lease of GRACE_LEASE_MS and
+ * keeps it through a SIGKILL of the postmaster and the restart, logging
+ * when it asked for the lock; GRACE_PROCS contenders take and release the
+ * name meanwhile, logging when each grant came back. Judged from those
+ * times (one monotonic clock): no grant returned after the kill came back
+ * before the holder's lease ran out, as counted from its request (what
+ * its own clock promises it); some were granted after; and their fences
+ * are above the holder's. With the grace left out, the contenders get the
+ * name within a second of the restart and this fails.
+ */
+#define GRACE_LEASE_MS 4000
+#define GRACE_PROCS 2
+#define GRACE_RECS 4096
+
+struct grace_log {
+    atomic_int phase; /* 0 holder taking, 1 held, 2 killed, 3 stop */
+    int64_t held_asked; /* h_now_ms() before the holder's acquire */
+    uint64_t held_fence;
+    int64_t kill_at;
+    atomic_int n;
+    struct {
+        int64_t asked, back;
+        uint64_t fence;
+    } rec[GRACE_RECS];
+};
+
+static void grace_holder(struct grace_log *lg, const char *uri,
+                         const char *name)
+{
+    dlock_client *c = h_client(uri);
+    dlock_lock *lk = h_lock(c, name, GRACE_LEASE_MS, 0);
+    int64_t asked = h_now_ms();
+
+    if (dlock_acquire(lk, 10000) != DLOCK_OK)
+        _exit(3);
+    lg->held_asked = asked;
+    lg->held_fence = dlock_fence(lk);
+    atomic_store(&lg->phase, 1);
+    while (atomic_load(&lg->phase) < 3)
+        h_sleep_ms(10);
+    (void)dlock_release(lk); /* lost by now: the row is gone */
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    _exit(0);
+}
+
+static void grace_contender(struct grace_log *lg, const char *uri,
+                            const char *name)
+{
+    dlock_client *c = h_client(uri);
+    dlock_lock *lk = h_lock(c, name, GRACE_LEASE_MS, 0);
+
+    while (atomic_load(&lg->phase) < 3) {
+        int64_t asked = h_now_ms();
+        int r = dlock_acquire(lk, 500);
+        if (r == DLOCK_OK) {
+            int k = atomic_fetch_add(&lg->n, 1);
+            if (k < GRACE_RECS) {
+                lg->rec[k].asked = asked;
+                lg->rec[k].back = h_now_ms();
+                lg->rec[k].fence = dlock_fence(lk);
+            }
+            (void)dlock_release(lk);
+        } else if (r != DLOCK_ETIMEDOUT && r != DLOCK_EBUSY) {
+            h_sleep_ms(20); /* the server is down or restarting */
+        }
+    }
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    _exit(0);
+}
+
+static void postgres__lease_grace_after_server_crash(void **state)
+{
+    struct grace_log *lg = mmap(NULL, sizeof *lg, PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    const char *uri =
+        uri_of("mode=lease&timeout=2s&table=dlock_grace_leases");
+    char name[128];
+    pid_t holder, pid[GRACE_PROCS];
+    int64_t end, belief, first_after = INT64_MAX;
+    int after = 0;
+
+    (void)state;
+    assert_true(lg != MAP_FAILED);
+    memset(lg, 0, sizeof *lg);
+    snprintf(name, sizeof name, "%s", h_name("grace"));
+    holder = fork();
+    assert_true(holder >= 0);
+    if (holder == 0)
+        grace_holder(lg, uri, name);
+    for (end = h_now_ms() + 10000;
+         atomic_load(&lg->phase) < 1 && h_now_ms() < end;)
+        h_sleep_ms(5);
+    assert_int_equal(atomic_load(&lg->phase), 1);
+    for (int p = 0; p < GRACE_PROCS; p++) {
+        pid[p] = fork();
+        assert_true(pid[p] >= 0);
+        if (pid[p] == 0)
+            grace_contender(lg, uri, name);
+    }
+    h_sleep_ms(200); /* the contenders wait on the holder */
+    lg->kill_at = h_now_ms();
+    assert_int_equal(ctl("kill"), 0);
+    assert_int_equal(ctl("start"), 0);
+    atomic_store(&lg->phase, 2);
+    /* Until some grants came after the grace, or 20 s. */
+    belief = lg->held_asked + GRACE_LEASE_MS;
+    for (end = h_now_ms() + 20000; h_now_ms() < end;) {
+        int n = atomic_load(&lg->n), late = 0;
+        for (int i = 0; i < n && i < GRACE_RECS; i++)
+            late += lg->rec[i].back >= belief;
+        if (late >= 20)
+            break;
+        h_sleep_ms(50);
+    }
+    atomic_store(&lg->phase, 3);
+    assert_int_equal(h_wait(holder), 0);
+    for (int p = 0; p < GRACE_PROCS; p++)
+        assert_int_equal(h_wait(pid[p]), 0);
+    for (int i = 0; i < atomic_load(&lg->n) && i < GRACE_RECS; i++) {
+        if (lg->rec[i].back < lg->kill_at)
+            fail_msg("a contender was granted the name at %lld ms, while "
+                     "the holder held it (before the kill)",
+                     (long long)(lg->rec[i].back - lg->held_asked));
+        if (lg->rec[i].back < belief)
+            fail_msg("a contender was granted the name %lld ms after the "
+                     "holder asked for its lease of %d ms, which it may "
+                     "still believe it holds (the table was reset by the "
+                     "crash at %lld ms)",
+                     (long long)(lg->rec[i].back - lg->held_asked),
+                     GRACE_LEASE_MS,
+                     (long long)(lg->kill_at - lg->held_asked));
+        if (lg->rec[i].fence <= lg->held_fence)
+            fail_msg("fence %llu after the crash is not above the "
+                     "holder's %llu",
+                     (unsigned long long)lg->rec[i].fence,
+                     (unsigned long long)lg->held_fence);
+        after++;
+        if (lg->rec[i].back < first_after)
+            first_after = lg->rec[i].back;
+    }
+    fprintf(stderr,
+            "  lease grace: holder asked at 0 ms for %d ms, kill at %lld "
+            "ms, %d grants after, the first back at %lld ms\n",
+            GRACE_LEASE_MS, (long long)(lg->kill_at - lg->held_asked),
+            after, (long long)(first_after - lg->held_asked));
+    assert_true(after > 0);
+    munmap(lg, sizeof *lg);
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -1621,6 +1788,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest crash[] = {
         cmocka_unit_test(postgres__fence_epoch_raised_and_bumped),
         cmocka_unit_test(postgres__fences_above_all_after_server_crash),
+        cmocka_unit_test(postgres__lease_grace_after_server_crash),
     };
     const struct CMUnitTest bench[] = {
         cmocka_unit_test(postgres__bench_prints_numbers),
