@@ -180,14 +180,8 @@ static int adv_on_connect(struct pg_session *s, int64_t deadline, char *err,
     struct pg_res res;
     int rc;
 
-    if (PQserverVersion(s->conn) < 150000)
-        return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
-                            "mode=advisory needs PostgreSQL 15 or later "
-                            "(this server is %d.%d; its fencing tokens come "
-                            "from an UNLOGGED SEQUENCE, new in 15); use "
-                            "mode=lease",
-                            PQserverVersion(s->conn) / 10000,
-                            PQserverVersion(s->conn) / 100 % 100);
+    if ((rc = dlock__pg_fence_server(s, err, errlen)) != DLOCK_OK)
+        return rc;
     dlock__pg_idle_text(idle, cf->lease_ms);
     rc = dlock__pg_exec(s, &q, 1, deadline, &res);
     if (rc == DLOCK_OK) {

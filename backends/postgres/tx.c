@@ -463,14 +463,10 @@ static int tx_on_connect(struct pg_session *s, int64_t deadline, char *err,
     const struct pg_conf *cf = s->cf;
     struct pg_q q = {SQL_KEEPALIVES, 3,
                      {cf->ka_idle, cf->ka_interval, cf->ka_count}};
-    int v = PQserverVersion(s->conn);
+    int rc;
 
-    if (v < 150000)
-        return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
-                            "mode=%s needs PostgreSQL 15 or later (this "
-                            "server is %d.%d; its fencing tokens come from "
-                            "an UNLOGGED SEQUENCE, new in 15); use mode=lease",
-                            cf->mode->pub.name, v / 10000, v / 100 % 100);
+    if ((rc = dlock__pg_fence_server(s, err, errlen)) != DLOCK_OK)
+        return rc;
     return dlock__pg_setup(s, &q, deadline, err, errlen);
 }
 
