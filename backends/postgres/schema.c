@@ -79,11 +79,9 @@ int dlock__pg_run_ddl(struct pg_session *s, const char *const *ddl,
 {
     int rc = dlock__pg_exec(s, q, nq, deadline, res);
 
-    /* 42P01: no table; 42703: a column added since it was made; 42883:
-     * no function (mode lease's are made with its table). */
+    /* 42P01: no table; 42703: a column added since it was made. */
     if (rc != PG_SQLERR ||
-        (strcmp(res->state, "42P01") != 0 && strcmp(res->state, "42703") != 0 &&
-         strcmp(res->state, "42883") != 0))
+        (strcmp(res->state, "42P01") != 0 && strcmp(res->state, "42703") != 0))
         return rc;
     dlock__pg_res_clear(res);
     dlock__pg_rollback(s);

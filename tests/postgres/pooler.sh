@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# pooler.sh: advisory_xact and for_update behind a transaction pooler.
+# pooler.sh: advisory_xact, for_update and lease behind a transaction
+# pooler.
 #
 # Run by meson under with-servers.sh pg. PgBouncer (pool_mode=transaction,
 # no prepared statement support of its own: 1.18) stands between dlock and
@@ -91,7 +92,7 @@ puri="postgres://$user:$pw@127.0.0.1:$pport/$db"
 echo "pgbouncer $(pgbouncer --version | head -1) on port $pport, pid $bouncer_pid"
 
 export POOLER_DIR=$dir
-for mode in advisory_xact for_update; do
+for mode in advisory_xact for_update lease; do
     name="pooler-$mode-$$"
     : >"$dir/fences"
     # Short-lived clients: 4 loops of 8 commands at once, on one name.
