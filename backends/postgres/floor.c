@@ -4,7 +4,9 @@
  * Bench-only code.
  *
  * The floor is the bare lock, as a user of libpq alone takes and releases
- * that kind of lock, without dlock's fence (bare_plan below):
+ * that kind of lock, without dlock's fence (bare_plan below), each
+ * statement prepared once before the clock starts (dlock's modes prepare
+ * theirs too: conn.c), so neither side parses or plans per call:
  *   advisory       SELECT pg_try_advisory_lock($1), then
  *                  SELECT pg_advisory_unlock($1): one round trip each;
  *   advisory_xact  BEGIN + SELECT pg_try_advisory_xact_lock($1) in one
@@ -28,18 +30,15 @@
 
 #include "pg.h"
 
-/* Send nq statements and a Sync, read to the Sync; *last is the first
- * result of the last statement (the caller clears it). -1 if a statement
- * failed or the connection broke. */
-static int floor_run(PGconn *c, const struct pg_q *q, int nq, PGresult **last)
+/* After nq statements: a Sync, and the results read up to it; *last (if
+ * not NULL) is the first result of the last statement (the caller clears
+ * it). -1 if a statement failed or the connection broke. */
+static int floor_sync(PGconn *c, int nq, PGresult **last)
 {
     int qi = 0, bad = 0;
 
-    *last = NULL;
-    for (int i = 0; i < nq; i++)
-        if (!PQsendQueryParams(c, q[i].sql, q[i].n, NULL, q[i].v, NULL, NULL,
-                               0))
-            return -1;
+    if (last != NULL)
+        *last = NULL;
     if (!PQpipelineSync(c))
         return -1;
     for (;;) {
@@ -55,12 +54,50 @@ static int floor_run(PGconn *c, const struct pg_q *q, int nq, PGresult **last)
         }
         if (PQresultStatus(r) == PGRES_FATAL_ERROR)
             bad = 1;
-        if (qi == nq - 1 && *last == NULL)
+        if (last != NULL && qi == nq - 1 && *last == NULL)
             *last = r;
         else
             PQclear(r);
     }
     return bad ? -1 : 0;
+}
+
+/* Send nq statements, then floor_sync. Statement i runs as the prepared
+ * statement names[i] when names is not NULL (floor_prepare). */
+static int floor_send(PGconn *c, const struct pg_q *q, int nq,
+                      const char *const *names, PGresult **last)
+{
+    *last = NULL;
+    for (int i = 0; i < nq; i++)
+        if (!(names != NULL
+                  ? PQsendQueryPrepared(c, names[i], q[i].n, q[i].v, NULL,
+                                        NULL, 0)
+                  : PQsendQueryParams(c, q[i].sql, q[i].n, NULL, q[i].v,
+                                      NULL, NULL, 0)))
+            return -1;
+    return floor_sync(c, nq, last);
+}
+
+static int floor_run(PGconn *c, const struct pg_q *q, int nq, PGresult **last)
+{
+    return floor_send(c, q, nq, NULL, last);
+}
+
+/* Prepare nq statements as names[0..nq) ("f<base + i>"), as dlock's
+ * modes prepare theirs (conn.c) and as a careful libpq user would: the
+ * floor is the bare lock at its best, without parse and plan per call.
+ * -1 if one failed. */
+#define FLOOR_NAME 8
+static int floor_prepare(PGconn *c, const struct pg_q *q, int nq, int base,
+                         char (*buf)[FLOOR_NAME], const char **names)
+{
+    for (int i = 0; i < nq; i++) {
+        snprintf(buf[i], FLOOR_NAME, "f%d", base + i);
+        names[i] = buf[i];
+        if (!PQsendPrepare(c, names[i], q[i].sql, q[i].n, NULL))
+            return -1;
+    }
+    return floor_sync(c, nq, NULL);
 }
 
 int dlock__pg_floor(const struct dlock_uri *uri, const struct pg_mode *mode,
@@ -76,6 +113,8 @@ int dlock__pg_floor(const struct dlock_uri *uri, const struct pg_mode *mode,
     struct pg_floor_keys k = {name, "00000000-0000-4000-8000-000000000000:1",
                               key, hex, chan, ms};
     struct pg_floor_plan p = {.nsetup = 0};
+    char nbuf[sizeof p.take / sizeof p.take[0] + 1][FLOOR_NAME];
+    const char *take_names[sizeof p.take / sizeof p.take[0]], *give_name[1];
     uint8_t d[32];
     PGconn *c;
     PGresult *r = NULL;
@@ -108,12 +147,17 @@ int dlock__pg_floor(const struct dlock_uri *uri, const struct pg_mode *mode,
             rc = floor_run(c, p.setup, p.nsetup, &r);
             PQclear(r);
         }
+        if (rc == 0)
+            rc = floor_prepare(c, p.take, p.ntake, 0, nbuf, take_names);
+        if (rc == 0)
+            rc = floor_prepare(c, &p.give, 1, p.ntake, nbuf + p.ntake,
+                               give_name);
     }
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
         uint64_t t0 = dlock_now_ns();
         bool got;
 
-        rc = floor_run(c, p.take, p.ntake, &r);
+        rc = floor_send(c, p.take, p.ntake, take_names, &r);
         /* a row, not NULL, and not pg_try_advisory_lock's false */
         got = rc == 0 && r != NULL && PQntuples(r) > 0 &&
               !PQgetisnull(r, 0, 0) && strcmp(PQgetvalue(r, 0, 0), "f") != 0;
@@ -127,7 +171,7 @@ int dlock__pg_floor(const struct dlock_uri *uri, const struct pg_mode *mode,
         }
         r = NULL;
         if (rc == 0)
-            rc = floor_run(c, &p.give, 1, &r);
+            rc = floor_send(c, &p.give, 1, give_name, &r);
         PQclear(r);
         ns_out[i] = dlock_now_ns() - t0;
     }
