@@ -1293,6 +1293,33 @@ static void redlock__failed_acquire_takes_back_late_set(void **state)
     dlock_client_close(c1);
 }
 
+/* A release that cannot reach a node holding our key: node 3 is paused
+ * through a renewal (it is dropped from the session) and through the
+ * release, so the release is never sent to it. It is owed: closing the
+ * client sends it, and the key does not sit there for its 30 s lease. */
+static void redlock__release_pays_a_node_it_missed(void **state)
+{
+    char key[300];
+    const char *name = h_name("owed-release");
+    dlock_client *c = h_client(rl_uri);
+    dlock_lock *lk = new_lock(c, name, 30000, NULL, NULL);
+    redisContext *rc3;
+
+    (void)state;
+    snprintf(key, sizeof key, "dlock:{%s}", name);
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+    ctl("pause redis5 3");
+    assert_int_equal(dlock_renew(lk), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    ctl("resume redis5 3");
+    rc3 = raw_node(3);
+    assert_int_equal(rint_(rc3, "EXISTS %s", key), 1);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    assert_int_equal(rint_(rc3, "EXISTS %s", key), 0);
+    redisFree(rc3);
+}
+
 /* Child "contend NAME DIR SECONDS": take NAME again and again; inside, make
  * DIR/inside with O_EXCL (it exists: two holders) and remove it. */
 static int contend_child(char **args)
@@ -1810,6 +1837,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(redlock__fails_clearly_with_three_stopped),
         cmocka_unit_test(redlock__paused_node_costs_node_timeout),
         cmocka_unit_test(redlock__failed_acquire_takes_back_late_set),
+        cmocka_unit_test(redlock__release_pays_a_node_it_missed),
         cmocka_unit_test(redlock__late_majority_release_is_in_doubt),
         cmocka_unit_test(redlock__no_two_holders_through_restarts),
         cmocka_unit_test(redlock__exec_child_sees_no_descriptor),
