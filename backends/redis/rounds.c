@@ -273,6 +273,13 @@ static int round_send(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
         nd->npre = nd->pre_got = 0;
         if (nd->rc == NULL)
             continue;
+        if (nd->repcap < ncmds) {
+            redisReply **p = realloc(nd->rep, ncmds * sizeof *p);
+            if (p == NULL)
+                return -1;
+            nd->rep = p;
+            nd->repcap = ncmds;
+        }
         for (size_t k = 0; k < nd->nowed; k++) {
             struct dlock__rd_cmd c;
             dlock__rd_cmd_evalsha(&c, rs->m->script[RD_SC_RELEASE],
@@ -283,13 +290,6 @@ static int round_send(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
             nd->owed[k].done = false;
         }
         nd->npre = nd->nowed;
-        if (nd->repcap < ncmds) {
-            redisReply **p = realloc(nd->rep, ncmds * sizeof *p);
-            if (p == NULL)
-                return -1;
-            nd->rep = p;
-            nd->repcap = ncmds;
-        }
         for (size_t k = 0; k < ncmds; k++)
             redisAppendCommandArgv(nd->rc, cmds[k].argc, cmds[k].argv,
                                    cmds[k].lens);
