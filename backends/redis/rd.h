@@ -297,6 +297,16 @@ struct dlock__rd_ctx {
 
 /* ---- sessions ------------------------------------------------------------ */
 
+/* A release a Redlock node may still need (rounds.c): the keys and owner
+ * of a SET that may have landed there after its round gave up on it. */
+#define RD_OWED_MAX 16
+struct dlock__rd_owed {
+    struct dlock__rd_keys keys; /* lock and channel */
+    char *owner;
+    size_t owner_len;
+    bool done;                  /* answered in the current round */
+};
+
 /* One Redlock node of a session (rounds.c). */
 struct dlock__rd_node {
     redisContext *rc;  /* NULL while down */
@@ -308,6 +318,10 @@ struct dlock__rd_node {
     size_t repcap;
     char err[320];     /* why it is down, for messages */
     bool refused;      /* down because it refused the credentials */
+    bool missed;       /* sent to in the last round, not answered in
+                          full: what it was sent may still land */
+    struct dlock__rd_owed *owed; /* [nowed], sent first in every round */
+    size_t nowed, npre, pre_got; /* owed sent in this round, answered */
 };
 
 struct dlock__rd_session {
@@ -501,6 +515,14 @@ int dlock__rd_round(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
                     size_t ncmds, uint64_t deadline_ns);
 /* Free the replies of the last round. */
 void dlock__rd_round_free(struct dlock__rd_session *rs);
+/* Owe node i the release of keys for owner: it goes first in every round
+ * the node is sent until the node answers it. -1 out of memory. */
+int dlock__rd_owe(struct dlock__rd_session *rs, size_t i,
+                  const struct dlock__rd_keys *keys, const char *owner,
+                  size_t owner_len);
+/* Try now, once, to reach the down nodes that are owed a release and send
+ * it, each connect and the round bounded by node_timeout. */
+void dlock__rd_pay_owed(struct dlock__rd_session *rs);
 /* " (the first reason a node is down)", or "", for messages. */
 const char *dlock__rd_nodes_why(const struct dlock__rd_session *rs,
                                 char *buf, size_t cap);

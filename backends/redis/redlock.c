@@ -40,16 +40,38 @@ static uint64_t round_deadline(const struct dlock__rd_session *rs,
     return start_ns + (uint64_t)rs->cf->node_timeout_ms * 1000000u;
 }
 
-/* Release on every node, answers ignored: after a failed acquire. */
+/*
+ * After a failed acquire: release on every node that may hold our key,
+ * "even the instances it believed it was not able to lock" (the paper):
+ * those that said yes, and those that did not answer in time (maybe), whose
+ * SET may land after their round gave up on them. A node that was only
+ * slow (a loaded machine) is tried again now, once, within node_timeout;
+ * what cannot be sent now is owed to the node and goes first in its next
+ * round (rounds.c). The release is owner-checked: however late it lands it
+ * deletes only our key.
+ */
 static void redlock_undo(struct dlock__rd_session *rs,
-                         const struct dlock_request *req)
+                         const struct dlock_request *req, uint32_t maybe)
 {
     struct dlock__rd_cmd c;
 
+    for (size_t i = 0; i < rs->nnodes; i++)
+        if ((maybe >> i) & 1u && rs->nodes[i].rc == NULL) {
+            (void)dlock__rd_owe(rs, i, &rs->keys, req->owner,
+                                req->owner_len); /* no memory: the lease */
+            rs->nodes[i].retry_at = 0;
+        }
+    dlock__rd_reconnect(rs, false);
     dlock__rd_cmd_evalsha(&c, rs->m->script[RD_SC_RELEASE],
                           rs->sha[RD_SC_RELEASE], &rs->keys, req->owner,
                           req->owner_len, "");
     dlock__rd_round(rs, &c, 1, round_deadline(rs, dlock_now_ns()));
+    for (size_t i = 0; i < rs->nnodes; i++)
+        if ((maybe >> i) & 1u &&
+            (rs->nodes[i].got != 1 ||
+             rs->nodes[i].rep[0]->type != REDIS_REPLY_INTEGER))
+            (void)dlock__rd_owe(rs, i, &rs->keys, req->owner,
+                                req->owner_len);
     dlock__rd_round_free(rs);
 }
 
@@ -72,7 +94,7 @@ static int redlock_acquire(struct dlock_session *s,
     long long min_ttl = -1;
     int64_t start, elapsed, drift, validity, wait_ms;
     uint64_t start_ns;
-    uint32_t counted, delay;
+    uint32_t counted, delay, maybe = 0;
 
     (void)deadline_ms; /* no native wait: waiters poll */
     dlock__rd_log_note(rs);
@@ -94,11 +116,14 @@ static int redlock_acquire(struct dlock_session *s,
         struct dlock__rd_node *nd = &rs->nodes[i];
         bool counts = (counted >> i) & 1u;
         long long ok, val;
+        if (nd->missed)
+            maybe |= 1u << i; /* its SET may land yet */
         if (nd->got != 1)
             continue;
         if (dlock__rd_reply_pair(nd->rep[0], &ok, &val) != 0)
             continue; /* an error reply counts as no answer */
         if (ok == 1) {
+            maybe |= 1u << i;
             *(counts ? &t.yes : &t.late_yes) += 1;
         } else {
             *(counts ? &t.no : &t.late_no) += 1;
@@ -118,9 +143,10 @@ static int redlock_acquire(struct dlock_session *s,
         grant->fence = 0; /* no fencing: see the docs */
         return DLOCK_OK;
     }
-    /* Not held: take back what we got, so others need not wait a lease. */
-    if (t.yes + t.late_yes > 0)
-        redlock_undo(rs, req);
+    /* Not held: take back what we got or may get, so others need not
+     * wait a lease. */
+    if (maybe != 0)
+        redlock_undo(rs, req, maybe);
     if (t.yes + t.no < rs->quorum)
         return dlock_session_error(
             s, DLOCK_ECONNECT,
@@ -270,8 +296,13 @@ static int redlock_release(struct dlock_session *s,
                     dlock_now_ns() + (uint64_t)rs->cf->timeout_ms * 1000000u);
     for (size_t i = 0; i < rs->nnodes; i++) {
         struct dlock__rd_node *nd = &rs->nodes[i];
-        if (nd->got != 1 || nd->rep[0]->type != REDIS_REPLY_INTEGER)
+        if (nd->got != 1 || nd->rep[0]->type != REDIS_REPLY_INTEGER) {
+            /* Down, or no answer: it may have our key (or get it from a
+             * SET that lands late). Owed: sent when it is back. */
+            (void)dlock__rd_owe(rs, i, &rs->keys, req->owner,
+                                req->owner_len); /* no memory: the lease */
             continue;
+        }
         answered++;
         deleted += nd->rep[0]->integer == 1;
     }

@@ -8,6 +8,16 @@
  * not answer in time is disconnected (its replies would come later, out of
  * step) and retried with backoff on a later call.
  *
+ * What such a node was sent may still land: a SET of a failed acquire
+ * would then hold the name there for a whole lease. So the caller may owe
+ * the node a release (the owner-checked release script: sent late it
+ * deletes only our own key, never another holder's): the owed releases go
+ * first, pipelined ahead of the commands, in every round the node is sent
+ * until it answers them, so they cost no round trip and no deadline of
+ * their own; at most RD_OWED_MAX per node (the oldest beyond that is left
+ * to its lease). Closing the session pays what it can within
+ * node_timeout. A node that restarted in between answers 0: paid.
+ *
  * What a round's answers mean (a majority, the validity, which nodes
  * count) is redlock.c's and restart.c's; connecting is conn.c's.
  * Divisions: node state; connecting; rounds.
@@ -38,8 +48,16 @@ static void node_down(struct dlock__rd_node *nd, const char *why)
     nd->refused = false;
 }
 
+static void owed_free(struct dlock__rd_owed *o)
+{
+    dlock__rd_keys_free(&o->keys);
+    free(o->owner);
+}
+
 void dlock__rd_nodes_close(struct dlock__rd_session *rs)
 {
+    if (rs->nodes != NULL)
+        dlock__rd_pay_owed(rs);
     for (size_t i = 0; rs->nodes != NULL && i < rs->nnodes; i++) {
         struct dlock__rd_node *nd = &rs->nodes[i];
         if (nd->rc != NULL)
@@ -47,6 +65,9 @@ void dlock__rd_nodes_close(struct dlock__rd_session *rs)
         for (size_t k = 0; k < nd->got; k++)
             freeReplyObject(nd->rep[k]);
         free(nd->rep);
+        for (size_t k = 0; k < nd->nowed; k++)
+            owed_free(&nd->owed[k]);
+        free(nd->owed);
     }
     free(rs->nodes);
     rs->nodes = NULL;
@@ -179,7 +200,67 @@ void dlock__rd_round_free(struct dlock__rd_session *rs)
     }
 }
 
-/* Write cmds to every live node; a node that cannot take them is down. */
+int dlock__rd_owe(struct dlock__rd_session *rs, size_t i,
+                  const struct dlock__rd_keys *keys, const char *owner,
+                  size_t owner_len)
+{
+    struct dlock__rd_node *nd = &rs->nodes[i];
+    struct dlock__rd_owed o;
+
+    for (size_t k = 0; k < nd->nowed; k++)
+        if (nd->owed[k].owner_len == owner_len &&
+            memcmp(nd->owed[k].owner, owner, owner_len) == 0 &&
+            nd->owed[k].keys.lock.len == keys->lock.len &&
+            memcmp(nd->owed[k].keys.lock.p, keys->lock.p, keys->lock.len) ==
+                0)
+            return 0;
+    memset(&o, 0, sizeof o);
+    o.owner = malloc(owner_len + 1);
+    if (o.owner == NULL ||
+        dlock__rd_buf_set(&o.keys.lock, keys->lock.p, keys->lock.len, "", 0,
+                          "", 0) != 0 ||
+        dlock__rd_buf_set(&o.keys.channel, keys->channel.p,
+                          keys->channel.len, "", 0, "", 0) != 0) {
+        owed_free(&o);
+        return -1;
+    }
+    memcpy(o.owner, owner, owner_len);
+    o.owner[owner_len] = '\0';
+    o.owner_len = owner_len;
+    if (nd->owed == NULL) {
+        nd->owed = calloc(RD_OWED_MAX, sizeof *nd->owed);
+        if (nd->owed == NULL) {
+            owed_free(&o);
+            return -1;
+        }
+    }
+    if (nd->nowed == RD_OWED_MAX) { /* the oldest is left to its lease */
+        owed_free(&nd->owed[0]);
+        memmove(&nd->owed[0], &nd->owed[1],
+                (RD_OWED_MAX - 1) * sizeof *nd->owed);
+        nd->nowed--;
+    }
+    nd->owed[nd->nowed++] = o;
+    return 0;
+}
+
+/* Drop the owed releases the node answered in the last round. */
+static void owed_settle(struct dlock__rd_node *nd)
+{
+    size_t kept = 0;
+
+    for (size_t k = 0; k < nd->nowed; k++) {
+        if (nd->owed[k].done)
+            owed_free(&nd->owed[k]);
+        else
+            nd->owed[kept++] = nd->owed[k];
+    }
+    nd->nowed = kept;
+    nd->npre = nd->pre_got = 0;
+}
+
+/* Write the owed releases, then cmds, to every live node; a node that
+ * cannot take them is down. */
 static int round_send(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
                       size_t ncmds)
 {
@@ -188,6 +269,8 @@ static int round_send(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
         int done = 0;
         nd->got = 0;
         nd->sent = false;
+        nd->missed = false;
+        nd->npre = nd->pre_got = 0;
         if (nd->rc == NULL)
             continue;
         if (nd->repcap < ncmds) {
@@ -197,6 +280,16 @@ static int round_send(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
             nd->rep = p;
             nd->repcap = ncmds;
         }
+        for (size_t k = 0; k < nd->nowed; k++) {
+            struct dlock__rd_cmd c;
+            dlock__rd_cmd_evalsha(&c, rs->m->script[RD_SC_RELEASE],
+                                  rs->sha[RD_SC_RELEASE], &nd->owed[k].keys,
+                                  nd->owed[k].owner, nd->owed[k].owner_len,
+                                  "");
+            redisAppendCommandArgv(nd->rc, c.argc, c.argv, c.lens);
+            nd->owed[k].done = false;
+        }
+        nd->npre = nd->nowed;
         for (size_t k = 0; k < ncmds; k++)
             redisAppendCommandArgv(nd->rc, cmds[k].argc, cmds[k].argv,
                                    cmds[k].lens);
@@ -205,6 +298,8 @@ static int round_send(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
                 break;
         if (!done) {
             node_down(nd, nd->rc->errstr);
+            nd->missed = true; /* a part may have gone out */
+            nd->npre = 0;
             continue;
         }
         nd->sent = true;
@@ -226,7 +321,7 @@ static void round_read(struct dlock__rd_session *rs, size_t ncmds,
         int ms = 0;
         for (size_t i = 0; i < rs->nnodes; i++) {
             struct dlock__rd_node *nd = &rs->nodes[i];
-            if (!nd->sent || nd->got == ncmds)
+            if (!nd->sent || (nd->pre_got == nd->npre && nd->got == ncmds))
                 continue;
             pf[k].fd = nd->rc->fd;
             pf[k].events = POLLIN;
@@ -255,13 +350,22 @@ static void round_read(struct dlock__rd_session *rs, size_t ncmds,
                 node_down(nd, nd->rc->errstr[0] ? nd->rc->errstr
                                                 : "connection lost");
                 nd->sent = false;
+                nd->missed = true;
                 continue;
             }
-            while (nd->got < ncmds &&
+            while ((nd->pre_got < nd->npre || nd->got < ncmds) &&
                    redisGetReplyFromReader(nd->rc, (void **)&r) ==
                        REDIS_OK &&
                    r != NULL) {
-                nd->rep[nd->got++] = r;
+                if (nd->pre_got < nd->npre) {
+                    /* An owed release: an integer is its answer (a
+                     * NOSCRIPT error leaves it owed: see below). */
+                    nd->owed[nd->pre_got++].done =
+                        r->type == REDIS_REPLY_INTEGER;
+                    freeReplyObject(r);
+                } else {
+                    nd->rep[nd->got++] = r;
+                }
                 r = NULL;
             }
         }
@@ -279,9 +383,12 @@ int dlock__rd_round(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
     round_read(rs, ncmds, deadline_ns);
     for (size_t i = 0; i < rs->nnodes; i++) {
         struct dlock__rd_node *nd = &rs->nodes[i];
-        if (!nd->sent)
+        if (!nd->sent) {
+            owed_settle(nd);
             continue;
-        if (nd->got == ncmds) {
+        }
+        if (nd->pre_got == nd->npre && nd->got == ncmds) {
+            owed_settle(nd);
             full++;
             for (size_t k = 0; k < ncmds; k++)
                 if (dlock__rd_noscript(nd->rep[k])) {
@@ -300,8 +407,30 @@ int dlock__rd_round(struct dlock__rd_session *rs, struct dlock__rd_cmd *cmds,
                 freeReplyObject(nd->rep[k]);
             nd->got = 0;
             nd->sent = false;
+            nd->missed = true;
+            owed_settle(nd);
             node_down(nd, why);
         }
     }
     return full;
+}
+
+void dlock__rd_pay_owed(struct dlock__rd_session *rs)
+{
+    bool owed = false;
+
+    for (size_t i = 0; i < rs->nnodes; i++)
+        if (rs->nodes[i].nowed > 0) {
+            owed = true;
+            if (rs->nodes[i].rc == NULL)
+                rs->nodes[i].retry_at = 0; /* once, now */
+        }
+    if (!owed)
+        return;
+    dlock__rd_reconnect(rs, false);
+    /* No commands: the round carries only what is owed. */
+    dlock__rd_round(rs, NULL, 0,
+                    dlock_now_ns() +
+                        (uint64_t)rs->cf->node_timeout_ms * 1000000u);
+    dlock__rd_round_free(rs);
 }

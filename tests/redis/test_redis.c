@@ -19,7 +19,8 @@
  *                     redlock:// and redlock=1; no descriptor reaches an
  *                     exec'd child.
  *   --group redlock   five masters: a lock with two stopped, a clear
- *                     failure with three stopped, a paused node, no two
+ *                     failure with three stopped, a paused node, a
+ *                     failed acquire's late SET taken back, no two
  *                     holders while nodes stop and restart mid-run; the
  *                     delayed restart: restarted nodes count for nothing
  *                     for the longest lease, and a history of contending
@@ -1254,6 +1255,81 @@ static void redlock__late_majority_release_is_in_doubt(void **state)
     dlock_client_close(c);
 }
 
+/* A failed acquire whose SET lands late: node 3 lost the holder's key (as
+ * after a restart) and is paused past node_timeout while a contender tries
+ * the name, so the contender's SET runs there once it resumes, after the
+ * round gave up on it. The contender owes node 3 a release and pays it
+ * first in its next round that reaches the node: the key does not sit
+ * there for its 30 s lease. (The paper: a client that failed unlocks every
+ * instance, even those it believed it could not lock.) */
+static void redlock__failed_acquire_takes_back_late_set(void **state)
+{
+    char key[300];
+    const char *name = h_name("late-set");
+    dlock_client *c1 = h_client(rl_uri), *c2 = h_client(rl_uri);
+    dlock_lock *lk1 = new_lock(c1, name, 30000, NULL, NULL);
+    dlock_lock *lk2 = new_lock(c2, name, 30000, NULL, NULL);
+    redisContext *rc3;
+
+    (void)state;
+    snprintf(key, sizeof key, "dlock:{%s}", name);
+    assert_int_equal(dlock_acquire(lk1, 5000), DLOCK_OK);
+    /* Connects the contender's session to all five: busy, nothing to undo. */
+    assert_int_equal(dlock_acquire(lk2, 0), DLOCK_EBUSY);
+    rc3 = raw_node(3);
+    assert_int_equal(rint_(rc3, "DEL %s", key), 1);
+    redisFree(rc3);
+    ctl("pause redis5 3");
+    assert_int_equal(dlock_acquire(lk2, 0), DLOCK_EBUSY);
+    ctl("resume redis5 3");
+    rc3 = raw_node(3); /* behind the late SET, which came first */
+    assert_int_equal(rint_(rc3, "EXISTS %s", key), 1);
+    /* Past the longest backoff (2 s) the session's next round, on any
+     * name, reaches node 3 again and pays it first. */
+    h_sleep_ms(2100);
+    {
+        dlock_lock *other = new_lock(c2, h_name("late-set-other"), 0, NULL,
+                                     NULL);
+        assert_int_equal(dlock_acquire(other, 5000), DLOCK_OK);
+        assert_int_equal(rint_(rc3, "EXISTS %s", key), 0);
+        assert_int_equal(dlock_release(other), DLOCK_OK);
+        dlock_lock_free(other);
+    }
+    dlock_lock_free(lk2);
+    dlock_client_close(c2);
+    redisFree(rc3);
+    assert_int_equal(dlock_release(lk1), DLOCK_OK);
+    dlock_lock_free(lk1);
+    dlock_client_close(c1);
+}
+
+/* A release that cannot reach a node holding our key: node 3 is paused
+ * through a renewal (it is dropped from the session) and through the
+ * release, so the release is never sent to it. It is owed: closing the
+ * client sends it, and the key does not sit there for its 30 s lease. */
+static void redlock__release_pays_a_node_it_missed(void **state)
+{
+    char key[300];
+    const char *name = h_name("owed-release");
+    dlock_client *c = h_client(rl_uri);
+    dlock_lock *lk = new_lock(c, name, 30000, NULL, NULL);
+    redisContext *rc3;
+
+    (void)state;
+    snprintf(key, sizeof key, "dlock:{%s}", name);
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+    ctl("pause redis5 3");
+    assert_int_equal(dlock_renew(lk), DLOCK_OK);
+    assert_int_equal(dlock_release(lk), DLOCK_OK);
+    ctl("resume redis5 3");
+    rc3 = raw_node(3);
+    assert_int_equal(rint_(rc3, "EXISTS %s", key), 1);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    assert_int_equal(rint_(rc3, "EXISTS %s", key), 0);
+    redisFree(rc3);
+}
+
 /* Child "contend NAME DIR SECONDS": take NAME again and again; inside, make
  * DIR/inside with O_EXCL (it exists: two holders) and remove it. */
 static int contend_child(char **args)
@@ -1770,6 +1846,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(redlock__acquires_with_two_stopped),
         cmocka_unit_test(redlock__fails_clearly_with_three_stopped),
         cmocka_unit_test(redlock__paused_node_costs_node_timeout),
+        cmocka_unit_test(redlock__failed_acquire_takes_back_late_set),
+        cmocka_unit_test(redlock__release_pays_a_node_it_missed),
         cmocka_unit_test(redlock__late_majority_release_is_in_doubt),
         cmocka_unit_test(redlock__no_two_holders_through_restarts),
         cmocka_unit_test(redlock__exec_child_sees_no_descriptor),
