@@ -103,6 +103,29 @@ signal_all() { # SIG: the server and its helpers (postgres backends)
     ((any)) || { dlt_err "$kind-$index is not running"; exit 1; }
 }
 
+# kill(2) returns once SIGSTOP is sent, not once every thread of a
+# multi-threaded server (ZooKeeper's JVM) has stopped: until then a thread
+# on the other CPU may still answer a request (zk/backend saw a create
+# answered 3 ms after "pause" returned). Wait, up to 2 s, until every
+# thread of PID is stopped.
+wait_stopped() { # PID
+    local i t st
+    for ((i = 0; i < 200; i++)); do
+        st=T
+        for t in /proc/"$1"/task/*/stat; do
+            [ -r "$t" ] || continue
+            case $(sed 's/.*) //' "$t" 2>/dev/null | cut -d' ' -f1) in
+            T | t | "") ;;
+            *) st=running ;;
+            esac
+        done
+        [ "$st" = T ] && return 0
+        sleep 0.01
+    done
+    dlt_err "$kind-$index: not stopped 2 s after SIGSTOP"
+    exit 1
+}
+
 case $action in
     stop) dlt_stop_nodes "" "$node" ;;
     kill) dlt_stop_nodes KILL "$node" ;;
@@ -118,6 +141,7 @@ case $action in
         pid=$(dlt_node_pid "$node") || { dlt_err "$kind-$index is not running"; exit 1; }
         kill -STOP "$pid"
         signal_all STOP
+        wait_stopped "$pid"
         ;;
     resume) signal_all CONT ;;
     pid)
