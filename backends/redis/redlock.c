@@ -41,7 +41,8 @@ static uint64_t round_deadline(const struct dlock__rd_session *rs,
 }
 
 /*
- * After a failed acquire: release on every node that may hold our key,
+ * After a failed acquire, or a renewal that found the lock lost: release
+ * on every node that may hold our key,
  * "even the instances it believed it was not able to lock" (the paper):
  * those that said yes, and those that did not answer in time (maybe), whose
  * SET may land after their round gave up on them. A node that was only
@@ -51,27 +52,27 @@ static uint64_t round_deadline(const struct dlock__rd_session *rs,
  * deletes only our key.
  */
 static void redlock_undo(struct dlock__rd_session *rs,
+                         const struct dlock__rd_keys *keys,
                          const struct dlock_request *req, uint32_t maybe)
 {
     struct dlock__rd_cmd c;
 
     for (size_t i = 0; i < rs->nnodes; i++)
         if ((maybe >> i) & 1u && rs->nodes[i].rc == NULL) {
-            (void)dlock__rd_owe(rs, i, &rs->keys, req->owner,
+            (void)dlock__rd_owe(rs, i, keys, req->owner,
                                 req->owner_len); /* no memory: the lease */
             rs->nodes[i].retry_at = 0;
         }
     dlock__rd_reconnect(rs, false);
     dlock__rd_cmd_evalsha(&c, rs->m->script[RD_SC_RELEASE],
-                          rs->sha[RD_SC_RELEASE], &rs->keys, req->owner,
+                          rs->sha[RD_SC_RELEASE], keys, req->owner,
                           req->owner_len, "");
     dlock__rd_round(rs, &c, 1, round_deadline(rs, dlock_now_ns()));
     for (size_t i = 0; i < rs->nnodes; i++)
         if ((maybe >> i) & 1u &&
             (rs->nodes[i].got != 1 ||
              rs->nodes[i].rep[0]->type != REDIS_REPLY_INTEGER))
-            (void)dlock__rd_owe(rs, i, &rs->keys, req->owner,
-                                req->owner_len);
+            (void)dlock__rd_owe(rs, i, keys, req->owner, req->owner_len);
     dlock__rd_round_free(rs);
 }
 
@@ -146,7 +147,7 @@ static int redlock_acquire(struct dlock_session *s,
     /* Not held: take back what we got or may get, so others need not
      * wait a lease. */
     if (maybe != 0)
-        redlock_undo(rs, req, maybe);
+        redlock_undo(rs, &rs->keys, req, maybe);
     if (t.yes + t.no < rs->quorum)
         return dlock_session_error(
             s, DLOCK_ECONNECT,
@@ -165,11 +166,13 @@ static int redlock_acquire(struct dlock_session *s,
 
 /* ---- renew ------------------------------------------------------------------------- */
 
-/* One item's verdict from the nodes that answered the renewal round. */
+/* One item's verdict from the nodes that answered the renewal round;
+ * *maybe: the nodes that may still hold its key (they said yes, or did
+ * not answer). */
 static int redlock_renewed(struct dlock__rd_session *rs,
                            struct dlock_renewal *it, size_t i, size_t n,
                            uint32_t counted, int64_t start, uint32_t delay,
-                           int64_t wait_ms)
+                           int64_t wait_ms, uint32_t *maybe)
 {
     struct dlock__rd_tally t = {0, 0, 0, 0};
     int64_t drift = (int64_t)it->req->lease_ms / 100 + rs->cf->drift_ms;
@@ -178,14 +181,16 @@ static int redlock_renewed(struct dlock__rd_session *rs,
     for (size_t k = 0; k < rs->nnodes; k++) {
         struct dlock__rd_node *nd = &rs->nodes[k];
         bool counts = (counted >> k) & 1u;
-        if (nd->got != n)
+        if (nd->got != n || nd->rep[i]->type != REDIS_REPLY_INTEGER) {
+            *maybe |= 1u << k;
             continue;
-        if (nd->rep[i]->type != REDIS_REPLY_INTEGER)
-            continue;
-        if (nd->rep[i]->integer == 1)
+        }
+        if (nd->rep[i]->integer == 1) {
+            *maybe |= 1u << k;
             *(counts ? &t.yes : &t.late_yes) += 1;
-        else
+        } else {
             *(counts ? &t.no : &t.late_no) += 1;
+        }
     }
     if (t.yes >= rs->quorum &&
         (int64_t)it->req->lease_ms - (dlock_now_ms() - start) - drift > 0) {
@@ -233,22 +238,25 @@ static int redlock_renew(struct dlock_session *s, struct dlock_renewal *items,
     char (*leases)[16];
     uint64_t start_ns;
     int64_t start, wait_ms;
-    uint32_t counted, delay;
+    uint32_t counted, delay, *maybe;
 
     dlock__rd_log_note(rs);
     redlock_prepare(rs);
     cmds = calloc(n, sizeof *cmds);
     keys = calloc(n, sizeof *keys);
     leases = calloc(n, sizeof *leases);
-    if (cmds == NULL || keys == NULL || leases == NULL) {
+    maybe = calloc(n, sizeof *maybe);
+    if (cmds == NULL || keys == NULL || leases == NULL || maybe == NULL) {
         free_items(cmds, NULL, leases, n);
         free(keys);
+        free(maybe);
         return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         const struct dlock_request *req = items[i].req;
         if (rs->m->keys(&keys[i], rs->cf, req->name, req->name_len) != 0) {
             free_items(cmds, keys, leases, n);
+            free(maybe);
             return dlock_session_error(s, DLOCK_ENOMEM, "out of memory");
         }
         dlock__rd_note_lease(rs, req->lease_ms);
@@ -263,9 +271,16 @@ static int redlock_renew(struct dlock_session *s, struct dlock_renewal *items,
     counted = dlock__rd_counting(rs, dlock_now_ms(), &wait_ms, &delay);
     for (size_t i = 0; i < n; i++)
         items[i].result = redlock_renewed(rs, &items[i], i, n, counted,
-                                          start, delay, wait_ms);
+                                          start, delay, wait_ms, &maybe[i]);
     dlock__rd_round_free(rs);
+    /* A lock a majority no longer has is lost for good (core tells the
+     * user): its key on the minority would only keep others out until
+     * its lease ends, or until a release the user may never send. */
+    for (size_t i = 0; i < n; i++)
+        if (items[i].result == DLOCK_ELOST && maybe[i] != 0)
+            redlock_undo(rs, &keys[i], items[i].req, maybe[i]);
     free_items(cmds, keys, leases, n);
+    free(maybe);
     return DLOCK_OK;
 }
 

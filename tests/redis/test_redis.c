@@ -1330,6 +1330,36 @@ static void redlock__release_pays_a_node_it_missed(void **state)
     redisFree(rc3);
 }
 
+/* A renewal that a majority answers "not yours" loses the lock, and takes
+ * its key back from the nodes that still had it at once: before, they kept
+ * it until the lease ended (30 s here) unless the user released. */
+static void redlock__lost_renewal_takes_back_its_keys(void **state)
+{
+    char key[300];
+    const char *name = h_name("lost-renewal");
+    dlock_client *c = h_client(rl_uri);
+    dlock_lock *lk = new_lock(c, name, 30000, NULL, NULL);
+    redisContext *rc[6];
+
+    (void)state;
+    snprintf(key, sizeof key, "dlock:{%s}", name);
+    assert_int_equal(dlock_acquire(lk, 5000), DLOCK_OK);
+    for (int i = 1; i <= 5; i++) {
+        rc[i] = raw_node(i);
+        assert_int_equal(rint_(rc[i], "EXISTS %s", key), 1);
+    }
+    for (int i = 1; i <= 3; i++) /* a majority forgets it */
+        assert_int_equal(rint_(rc[i], "DEL %s", key), 1);
+    assert_int_equal(dlock_renew(lk), DLOCK_ELOST);
+    assert_false(dlock_held(lk));
+    for (int i = 4; i <= 5; i++)
+        assert_int_equal(rint_(rc[i], "EXISTS %s", key), 0);
+    for (int i = 1; i <= 5; i++)
+        redisFree(rc[i]);
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+}
+
 /* Child "contend NAME DIR SECONDS": take NAME again and again; inside, make
  * DIR/inside with O_EXCL (it exists: two holders) and remove it. */
 static int contend_child(char **args)
@@ -1848,6 +1878,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(redlock__paused_node_costs_node_timeout),
         cmocka_unit_test(redlock__failed_acquire_takes_back_late_set),
         cmocka_unit_test(redlock__release_pays_a_node_it_missed),
+        cmocka_unit_test(redlock__lost_renewal_takes_back_its_keys),
         cmocka_unit_test(redlock__late_majority_release_is_in_doubt),
         cmocka_unit_test(redlock__no_two_holders_through_restarts),
         cmocka_unit_test(redlock__exec_child_sees_no_descriptor),
