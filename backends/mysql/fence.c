@@ -606,6 +606,14 @@ unsigned dlock__my_seq_forget(struct dlock__my_conn *c)
     return e;
 }
 
+unsigned dlock__my_seq_room(struct dlock__my_conn *c)
+{
+    return epoch_sql(c, NULL,
+                     "DELETE FROM `%s_fmem` WHERE lock_key NOT IN ("
+                     MY_MARKER ", " MY_SEQ_MARKER ")",
+                     c->x->table);
+}
+
 /* dlock__my_fence where the tokens come from the sequence: the bump
  * draws and records in one statement. A full table loses its records
  * (they only inform inspect), never a marker. */
@@ -628,12 +636,7 @@ static unsigned seq_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
                 return e;
             continue;
         }
-        if (e != ER_RECORD_FILE_FULL)
-            return e;
-        if ((e = epoch_sql(c, NULL,
-                           "DELETE FROM `%s_fmem` WHERE lock_key NOT IN ("
-                           MY_MARKER ", " MY_SEQ_MARKER ")",
-                           c->x->table)) != 0)
+        if (e != ER_RECORD_FILE_FULL || (e = dlock__my_seq_room(c)) != 0)
             return e;
     }
     return dlock__my_note(c, CR_UNKNOWN_ERROR,

@@ -386,7 +386,8 @@ static int fu_try(struct dlock__my_session *ms,
  * the token can: one above this session's last on the name means nobody
  * held it in between, and the next acquire tries again. A hint only: a
  * wrong guess costs one round trip (the wait's fence is a statement of
- * its own).
+ * its own). (With the sequence, other names' draws come in between too,
+ * so a busy table keeps the hint set longer.)
  */
 static bool fu_skip_try(const struct dlock__my_session *ms,
                         const uint8_t key[MY_KEY_LEN], int64_t deadline_ms)

@@ -437,7 +437,10 @@ static int gl_try(struct dlock__my_session *ms,
     }
     if (e == 0 && rows > 0)
         return gl_fenced(ms, req, key, ul, ul_len, grant, false);
-    if (e == 0 || e == ER_RECORD_FILE_FULL) {
+    if (e == ER_RECORD_FILE_FULL && c->seq == MY_SEQ_ON &&
+        dlock__my_seq_room(c) != 0)
+        e = c->err; /* reported below, the name let go of */
+    else if (e == 0 || e == ER_RECORD_FILE_FULL) {
         *done = false;
         return DLOCK_OK;
     }

@@ -341,6 +341,10 @@ unsigned dlock__my_seq_check(struct dlock__my_conn *c,
  * does not take an older record of c's for its holder. 0 or an error
  * number. */
 unsigned dlock__my_seq_forget(struct dlock__my_conn *c);
+/* The counters' table is full where tokens come from the sequence: its
+ * records go (they only inform inspect), never a marker. 0 or an error
+ * number. */
+unsigned dlock__my_seq_room(struct dlock__my_conn *c);
 /* Bump key's counter on c, record owner as the one who took it and read
  * the new token. What commits (the move to a new epoch, a missing table's
  * CREATE) runs on c if side is NULL (c autocommits), else over side's own

@@ -1646,16 +1646,17 @@ static const char *const drawing[][2] = {{"get_lock", "dlock_full"},
                                          {"for_update", "dlock_fullfu"}};
 
 /* A full MEMORY table (the smallest max_heap_table_size: a hundred rows
- * or so) moves to a new epoch and drops the older counters: every name
- * still gets tokens, each name's still increase. In the modes that draw
- * in the lock's statement, the failed draw may follow the lock taken. */
-static void mysql__fence_table_full(void **state)
+ * or so): every name still gets tokens, each name's still increase. On
+ * the counters' path (counters) it moves to a new epoch and drops the
+ * older counters; on the sequence's it drops the records. In the modes
+ * that draw in the lock's statement, the failed draw may follow the lock
+ * taken. */
+static void table_full(bool counters)
 {
     enum { NAMES = 400, AGAIN = 50 };
     static char names[NAMES][64];
     static uint64_t first[NAMES];
 
-    (void)state;
     for (int m = 0; m < 2; m++) {
         const char *t = drawing[m][1];
         char extra[64];
@@ -1663,8 +1664,8 @@ static void mysql__fence_table_full(void **state)
         long long epoch0;
 
         snprintf(extra, sizeof extra, "table=%s", t);
+        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch, %s_fseq", t, t, t);
         c = client_for(drawing[m][0], extra);
-        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch", t, t);
         fence_of(c, h_name("full"));
         epoch0 = adm_int("SELECT epoch FROM %s_epoch", t);
         /* ALTER builds the table again, with this session's size limit. */
@@ -1682,9 +1683,31 @@ static void mysql__fence_table_full(void **state)
                 adm_int("SELECT epoch FROM %s_epoch", t),
                 adm_int("SELECT COUNT(*) FROM %s_fmem", t));
         assert_true(adm_int("SELECT COUNT(*) FROM %s_fmem", t) < NAMES);
-        assert_true(adm_int("SELECT epoch FROM %s_epoch", t) > epoch0);
+        if (counters)
+            assert_true(adm_int("SELECT epoch FROM %s_epoch", t) > epoch0);
+        else { /* room made: a new name's grant is recorded */
+            const char *late = h_name("full");
+
+            fence_of(c, late);
+            assert_int_equal(adm_int("SELECT COUNT(*) FROM %s_fmem WHERE "
+                                     "lock_key = UNHEX(SHA2('%s', 256))",
+                                     t, late),
+                             1);
+        }
         dlock_client_close(c);
     }
+}
+
+static void mysql__fence_table_full(void **state)
+{
+    (void)state;
+    table_full(true);
+}
+
+static void mysql__fence_table_full_records(void **state)
+{
+    (void)state;
+    table_full(false);
 }
 
 /* A get_lock name is free on the server (IS_FREE_LOCK); for_update's
@@ -2167,6 +2190,7 @@ int main(int argc, char **argv)
                                         counters_on, counters_off),
         cmocka_unit_test_setup_teardown(mysql__fence_drawn_with_the_lock,
                                         counters_on, counters_off),
+        cmocka_unit_test(mysql__fence_table_full_records),
         cmocka_unit_test(mysql__fence_sequence_runs_past_its_epoch),
         cmocka_unit_test(mysql__inspect_after_a_wait_names_no_one_else),
         cmocka_unit_test_setup_teardown(
