@@ -118,9 +118,10 @@
  * draw its token in the statement that waits, once granted (get_lock.c's
  * gl_resolve_seq): a sequence takes no table lock that another statement
  * waits for, while the MEMORY table, locked whole, may not be touched by
- * a statement that waits. The rows of <table>_fmem are then only records
- * of the token and its owner (for inspect), with the connection that drew
- * it; the counters' markers and epochs are not used.
+ * a statement that waits. The counters' table is not used then: the
+ * tokens and their owners are recorded (for inspect), with the connection
+ * that drew them, in <table>_frec, MEMORY too, and a table of its own so
+ * that an older <table>_fmem needs no ALTER (no privilege beyond CREATE).
  *
  * The epoch is in the sequence's value: tokens are NEXTVAL as drawn, and
  * the sequence is set to epoch << 40 at the start of each life of the
@@ -131,7 +132,8 @@
  *
  *   a token may be used only once its epoch (token >> 40) is committed
  *   in <table>_epoch, and a connection draws only once it has seen the
- *   sequence's marker (a MEMORY row under the all-0x01 key) in this life.
+ *   sequence's marker (the row of <table>_frec under the all-0x01 key)
+ *   in this life.
  *
  * - Arming (dlock__my_seq_ready, once per connection, before its first
  *   draw): read the sequence's marker; if it is missing (a new life, or
@@ -203,15 +205,21 @@ const char dlock__my_fence_ddl[] =
     " (epoch << 40 | counter); the marker: the epoch in use',"
     " owner VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL"
     " DEFAULT '' COMMENT 'client uuid:handle serial that took the token',"
-    " conn BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the connection that"
-    " drew it, where tokens come from the sequence _fseq',"
-    " PRIMARY KEY (lock_key), KEY conn (conn) USING BTREE"
+    " PRIMARY KEY (lock_key)"
     ") ENGINE=MEMORY";
 
-const char dlock__my_fence_alter[] =
-    "ALTER TABLE `%s_fmem` ADD COLUMN conn BIGINT UNSIGNED NOT NULL"
-    " DEFAULT 0 COMMENT 'the connection that drew it, where tokens come"
-    " from the sequence _fseq', ADD KEY conn (conn) USING BTREE";
+const char dlock__my_frec_ddl[] =
+    "CREATE TABLE IF NOT EXISTS `%s_frec` ("
+    " lock_key BINARY(32) NOT NULL COMMENT 'SHA-256 of namespace || name;"
+    " all 0x01: the marker of the sequence',"
+    " fence BIGINT UNSIGNED NOT NULL COMMENT 'the last token recorded"
+    " (NEXTVAL of _fseq); the marker: the epoch it was set above',"
+    " owner VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL"
+    " DEFAULT '' COMMENT 'client uuid:handle serial that took the token',"
+    " conn BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the connection that"
+    " drew it (0: unnamed)',"
+    " PRIMARY KEY (lock_key), KEY conn (conn) USING BTREE"
+    ") ENGINE=MEMORY";
 
 const char dlock__my_epoch_ddl[] =
     "CREATE TABLE IF NOT EXISTS `%s_epoch` ("
@@ -233,7 +241,10 @@ static const struct dlock__my_stmt fence_bump = {
 
 static const struct dlock__my_stmt fence_peek = {
     MY_SLOT_FENCE_PEEK,
-    "SELECT fence, owner, conn FROM `%s_fmem` WHERE lock_key = ?"};
+    "SELECT fence, owner, 0 FROM `%s_fmem` WHERE lock_key = ?"};
+static const struct dlock__my_stmt seq_peek = {
+    MY_SLOT_FENCE_PEEK,
+    "SELECT fence, owner, conn FROM `%s_frec` WHERE lock_key = ?"};
 
 /* The sequence's bump: the token drawn and recorded, in one statement. */
 static const struct dlock__my_stmt seq_bump = {
@@ -243,7 +254,7 @@ static const struct dlock__my_stmt seq_bump = {
 
 static const struct dlock__my_stmt seq_forget = {
     MY_SLOT_FENCE_FORGET,
-    "UPDATE `%s_fmem` SET conn = 0 WHERE conn = CONNECTION_ID()"};
+    "UPDATE `%s_frec` SET conn = 0 WHERE conn = CONNECTION_ID()"};
 
 /* ---- the epoch ----------------------------------------------------------- */
 
@@ -281,9 +292,10 @@ static unsigned epoch_sql(struct dlock__my_conn *c, uint64_t *v,
 }
 
 /* Steps 1-3 of the header: the epoch to use now, in *out (committed), or
- * 0 when the marker mk (MY_MARKER or MY_SEQ_MARKER) moved meanwhile. */
-static unsigned epoch_next(struct dlock__my_conn *c, const char *mk,
-                           uint64_t *out)
+ * 0 when the marker moved meanwhile: the row of key mk in <table>_<mt>
+ * (MY_MARKER in fmem, or MY_SEQ_MARKER in frec). */
+static unsigned epoch_next(struct dlock__my_conn *c, const char *mt,
+                           const char *mk, uint64_t *out)
 {
     const char *t = c->x->table;
     uint64_t seen, d0, d1, m;
@@ -291,8 +303,8 @@ static unsigned epoch_next(struct dlock__my_conn *c, const char *mk,
 
     *out = 0;
     if ((e = epoch_sql(c, &seen,
-                       "SELECT fence FROM `%s_fmem` WHERE lock_key = %s",
-                       t, mk)) != 0 ||
+                       "SELECT fence FROM `%s_%s` WHERE lock_key = %s",
+                       t, mt, mk)) != 0 ||
         (e = epoch_sql(c, NULL,
                        "INSERT IGNORE INTO `%s_epoch` (id, epoch) "
                        "VALUES (1, 0)", t)) != 0 ||
@@ -304,8 +316,8 @@ static unsigned epoch_next(struct dlock__my_conn *c, const char *mk,
                        "SELECT epoch FROM `%s_epoch` WHERE id = 1 FOR UPDATE",
                        t)) != 0 ||
         (e = epoch_sql(c, &m,
-                       "SELECT fence FROM `%s_fmem` WHERE lock_key = %s",
-                       t, mk)) != 0)
+                       "SELECT fence FROM `%s_%s` WHERE lock_key = %s",
+                       t, mt, mk)) != 0)
         goto rollback;
     if (m != seen || d1 > d0) {
         /* Moved by someone else: their marker, or their epoch. */
@@ -333,21 +345,22 @@ rollback:
 /* The marker up to epoch (never down): 0 or an error number. An UPDATE
  * needs no room in a full table; an INSERT (no marker yet) may not find
  * any, and then says ER_RECORD_FILE_FULL. */
-static unsigned marker_set(struct dlock__my_conn *c, const char *mk,
-                           uint64_t epoch)
+static unsigned marker_set(struct dlock__my_conn *c, const char *mt,
+                           const char *mk, uint64_t epoch)
 {
     const char *t = c->x->table;
     unsigned e;
 
     if ((e = epoch_sql(c, NULL,
-                       "UPDATE `%s_fmem` SET fence = GREATEST(fence, %" PRIu64
-                       ") WHERE lock_key = %s", t, epoch, mk)) != 0 ||
+                       "UPDATE `%s_%s` SET fence = GREATEST(fence, %" PRIu64
+                       ") WHERE lock_key = %s", t, mt, epoch, mk)) != 0 ||
         mysql_affected_rows(c->db) > 0)
         return e;
     return epoch_sql(c, NULL,
-                     "INSERT INTO `%s_fmem` (lock_key, fence) VALUES ("
+                     "INSERT INTO `%s_%s` (lock_key, fence) VALUES ("
                      "%s, %" PRIu64 ") ON DUPLICATE KEY UPDATE "
-                     "fence = GREATEST(fence, VALUES(fence))", t, mk, epoch);
+                     "fence = GREATEST(fence, VALUES(fence))", t, mt, mk,
+                     epoch);
 }
 
 /*
@@ -363,9 +376,9 @@ static unsigned fence_epoch(struct dlock__my_conn *c, bool full)
     uint64_t epoch;
     unsigned e;
 
-    if ((e = epoch_next(c, MY_MARKER, &epoch)) != 0 || epoch == 0)
+    if ((e = epoch_next(c, "fmem", MY_MARKER, &epoch)) != 0 || epoch == 0)
         return e;
-    if ((e = marker_set(c, MY_MARKER, epoch)) != 0 || !full)
+    if ((e = marker_set(c, "fmem", MY_MARKER, epoch)) != 0 || !full)
         return e;
     return epoch_sql(c, NULL,
                      "DELETE FROM `%1$s_fmem` WHERE lock_key <> " MY_MARKER
@@ -410,7 +423,7 @@ static unsigned seq_arm(struct dlock__my_conn *c, uint64_t *epoch)
         uint64_t m, next;
 
         e = epoch_sql(c, &m,
-                      "SELECT fence FROM `%s_fmem` WHERE lock_key = "
+                      "SELECT fence FROM `%s_frec` WHERE lock_key = "
                       MY_SEQ_MARKER, t);
         if (e != 0 && dlock__my_missing(e) && !made) {
             made = true;
@@ -424,7 +437,7 @@ static unsigned seq_arm(struct dlock__my_conn *c, uint64_t *epoch)
             *epoch = m;
             return 0;
         }
-        if ((e = epoch_next(c, MY_SEQ_MARKER, &next)) != 0)
+        if ((e = epoch_next(c, "frec", MY_SEQ_MARKER, &next)) != 0)
             return e;
         if (next == 0)
             continue; /* armed by someone else meanwhile */
@@ -434,14 +447,14 @@ static unsigned seq_arm(struct dlock__my_conn *c, uint64_t *epoch)
         if (e != 0 && (dlock__my_missing(e) || e == MY_ER_UNKNOWN_SEQUENCE) &&
             (e = seq_create(c)) == 0)
             e = seq_setval(c, next);
-        if (e != 0 || (e = marker_set(c, MY_SEQ_MARKER, next)) != 0)
+        if (e != 0 || (e = marker_set(c, "frec", MY_SEQ_MARKER, next)) != 0)
             return e;
         *epoch = next;
         return 0;
     }
     return dlock__my_note(c, CR_UNKNOWN_ERROR,
                           "the fence sequence's marker keeps vanishing "
-                          "(table _fmem cleared?)");
+                          "(table _frec cleared?)");
 }
 
 /* On c, which autocommits: the durable epoch up to epoch (never down), and
@@ -472,7 +485,7 @@ static unsigned seq_raise(struct dlock__my_conn *c, uint64_t epoch)
     }
     if (mysql_commit(c->db) != 0)
         return dlock__my_db_note(c);
-    return marker_set(c, MY_SEQ_MARKER, epoch);
+    return marker_set(c, "frec", MY_SEQ_MARKER, epoch);
 }
 
 /* What goes over the side connection: what commits. */
@@ -565,7 +578,7 @@ unsigned dlock__my_seq_ready(struct dlock__my_conn *c,
     /* The marker read on c itself (a MEMORY table: no transaction
      * matters); arming commits, so for_update's goes over the side. */
     e = epoch_sql(c, &m,
-                  "SELECT fence FROM `%s_fmem` WHERE lock_key = "
+                  "SELECT fence FROM `%s_frec` WHERE lock_key = "
                   MY_SEQ_MARKER, c->x->table);
     if (e != 0 && !dlock__my_missing(e))
         return e;
@@ -609,8 +622,8 @@ unsigned dlock__my_seq_forget(struct dlock__my_conn *c)
 unsigned dlock__my_seq_room(struct dlock__my_conn *c)
 {
     return epoch_sql(c, NULL,
-                     "DELETE FROM `%s_fmem` WHERE lock_key NOT IN ("
-                     MY_MARKER ", " MY_SEQ_MARKER ")",
+                     "DELETE FROM `%s_frec` WHERE lock_key <> "
+                     MY_SEQ_MARKER,
                      c->x->table);
 }
 
@@ -640,7 +653,7 @@ static unsigned seq_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
             return e;
     }
     return dlock__my_note(c, CR_UNKNOWN_ERROR,
-                          "no room for a fence's record (table _fmem)");
+                          "no room for a fence's record (table _frec)");
 }
 
 unsigned dlock__my_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
@@ -728,6 +741,7 @@ unsigned dlock__my_fence_peek(struct dlock__my_conn *c,
     unsigned long len = 0;
     long long v = 0, id = 0;
     my_flag null = 1, owner_null = 1, id_null = 1;
+    const struct dlock__my_stmt *q;
     bool found = false;
     unsigned e;
 
@@ -735,8 +749,9 @@ unsigned dlock__my_fence_peek(struct dlock__my_conn *c,
     dlock__my_res_i64(&r[0], &v, &null);
     dlock__my_res_bytes(&r[1], buf, sizeof buf - 1, &len, &owner_null);
     dlock__my_res_i64(&r[2], &id, &id_null);
-    if ((e = dlock__my_exec(c, &fence_peek, p)) == 0)
-        e = dlock__my_fetch(c, &fence_peek, r, &found);
+    q = dlock__my_seq_capable(c) ? &seq_peek : &fence_peek;
+    if ((e = dlock__my_exec(c, q, p)) == 0)
+        e = dlock__my_fetch(c, q, r, &found);
     if (e != 0)
         return e;
     *out = found && !null ? (uint64_t)v : 0;

@@ -47,7 +47,7 @@ static const char fu_ddl_rows[] =
 
 static const char *const fu_ddl[] = {fu_ddl_rows, dlock__my_epoch_ddl,
                                      dlock__my_fence_ddl,
-                                     dlock__my_fence_alter,
+                                     dlock__my_frec_ddl,
                                      dlock__my_latch_ddl, NULL};
 
 /* Each lock connection's first statements. A lock wait of 0 is NOWAIT on

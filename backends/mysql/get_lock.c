@@ -44,7 +44,7 @@
 /* No table but the fences' (and the latches'). */
 static const char *const gl_ddl[] = {dlock__my_epoch_ddl,
                                      dlock__my_fence_ddl,
-                                     dlock__my_fence_alter,
+                                     dlock__my_frec_ddl,
                                      dlock__my_latch_ddl, NULL};
 
 enum {

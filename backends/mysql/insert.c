@@ -51,7 +51,7 @@ static const char ins_ddl_locks[] =
 
 static const char *const ins_ddl[] = {ins_ddl_locks, dlock__my_epoch_ddl,
                                       dlock__my_fence_ddl,
-                                      dlock__my_fence_alter,
+                                      dlock__my_frec_ddl,
                                       dlock__my_latch_ddl, NULL};
 
 enum {

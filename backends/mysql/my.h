@@ -277,8 +277,9 @@ size_t dlock__my_slot_name(const struct dlock__my_ctx *x, const char *name,
  * table, so a client that finds <table>_fmem made by another (its bump
  * prepares) must find <table>_epoch made already too. */
 extern const char dlock__my_fence_ddl[], dlock__my_epoch_ddl[];
-/* The ALTER that gives an older <table>_fmem its conn column. */
-extern const char dlock__my_fence_alter[];
+/* The records of the tokens where they come from the sequence (fence.c):
+ * part of every mode's ddl. */
+extern const char dlock__my_frec_ddl[];
 
 /*
  * A mode's try that draws the token in its own statement (fence.c's
@@ -307,7 +308,7 @@ extern const char dlock__my_fence_alter[];
  * it; the token is the insert id, never 0.
  */
 #define MY_SEQ_INSERT                                                      \
-    "INSERT INTO `%1$s_fmem` (lock_key, fence, owner, conn) "
+    "INSERT INTO `%1$s_frec` (lock_key, fence, owner, conn) "
 #define MY_SEQ_DRAW "LAST_INSERT_ID(NEXTVAL(`%1$s_fseq`))"
 #define MY_SEQ_NEXT                                                        \
     " ON DUPLICATE KEY UPDATE fence = VALUES(fence), owner = VALUES(owner),"\

@@ -52,15 +52,15 @@ mysql_sql() {
 }
 # The same, but the epoch table, the fences' sequence (MariaDB: a
 # SEQUENCE lists as a table of one row) and the marker rows of
-# <table>_fmem (the all-zero key, and the sequence's all-0x01).
+# <table>_fmem (the all-zero key) and <table>_frec (all 0x01).
 mysql_rows() {
     local n=0 t w
     for t in $(mysql_sql "SHOW TABLES"); do
         w=''
         case $t in
         *_epoch | *_fseq) continue ;;
-        *_fmem) w=" WHERE lock_key NOT IN (UNHEX(REPEAT('00', 32)),"
-            w="$w UNHEX(REPEAT('01', 32)))" ;;
+        *_fmem) w=" WHERE lock_key <> UNHEX(REPEAT('00', 32))" ;;
+        *_frec) w=" WHERE lock_key <> UNHEX(REPEAT('01', 32))" ;;
         esac
         n=$((n + $(mysql_sql "SELECT count(*) FROM \`$t\`$w")))
     done

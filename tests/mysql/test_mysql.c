@@ -293,7 +293,8 @@ static void mysql__injection_names_leave_tables_intact(void **state)
     memset(name65, 'q', 65);
     memset(name10k, 'n', 10000);
     adm_exec("DROP TABLE IF EXISTS dlock_inj, dlock_inj_fmem, "
-             "dlock_inj_epoch, dlock_inj_rows, dlock_inj_fseq");
+             "dlock_inj_epoch, dlock_inj_rows, dlock_inj_fseq, "
+             "dlock_inj_frec");
     for (int m = 0; m < NMODES; m++) {
         dlock_client *a = client_for(modes[m], "table=dlock_inj");
         dlock_client *b = client_for(modes[m], "table=dlock_inj");
@@ -359,10 +360,10 @@ static void mysql__injection_names_leave_tables_intact(void **state)
                      NHOSTILE);
     /* One record per name (and the sequence's marker), each with a
      * token of its own, all in the first epoch. */
-    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_fmem"),
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_frec"),
                      NHOSTILE + 1);
     assert_int_equal(adm_int("SELECT COUNT(DISTINCT fence) FROM "
-                             "dlock_inj_fmem WHERE fence >> 40 = 1"),
+                             "dlock_inj_frec WHERE fence >> 40 = 1"),
                      NHOSTILE);
 }
 
@@ -504,7 +505,7 @@ static void mysql__tables_created_on_first_use(void **state)
         /* Dropped behind the client's back: made again on next use (the
          * counters, like a restart, under a new epoch), and for_update's
          * CREATE did not commit the lock away. */
-        adm_exec("DROP TABLE IF EXISTS %s_fmem", t);
+        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_frec", t, t);
         assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
         assert_true(dlock_fence(lk) > 0);
         assert_int_equal(dlock_try_acquire(other), DLOCK_EBUSY);
@@ -1411,7 +1412,7 @@ static void mysql__insert_permits_are_rows(void **state)
 
     (void)state;
     adm_exec("DROP TABLE IF EXISTS dlock_perm, dlock_perm_fmem, "
-             "dlock_perm_epoch");
+             "dlock_perm_epoch, dlock_perm_frec");
     /* First use creates the tables. */
     lk[0] = permit(c, name, 40);
     assert_int_equal(dlock_try_acquire(lk[0]), DLOCK_OK);
@@ -1656,6 +1657,7 @@ static void table_full(bool counters)
     enum { NAMES = 400, AGAIN = 50 };
     static char names[NAMES][64];
     static uint64_t first[NAMES];
+    const char *rows = counters ? "fmem" : "frec"; /* the path's table */
 
     for (int m = 0; m < 2; m++) {
         const char *t = drawing[m][1];
@@ -1664,13 +1666,14 @@ static void table_full(bool counters)
         long long epoch0;
 
         snprintf(extra, sizeof extra, "table=%s", t);
-        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch, %s_fseq", t, t, t);
+        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch, %s_fseq, %s_frec",
+                 t, t, t, t);
         c = client_for(drawing[m][0], extra);
         fence_of(c, h_name("full"));
         epoch0 = adm_int("SELECT epoch FROM %s_epoch", t);
         /* ALTER builds the table again, with this session's size limit. */
         adm_exec("SET SESSION max_heap_table_size = 16384");
-        adm_exec("ALTER TABLE %s_fmem ENGINE=MEMORY", t);
+        adm_exec("ALTER TABLE %s_%s ENGINE=MEMORY", t, rows);
         for (int i = 0; i < NAMES; i++) {
             snprintf(names[i], sizeof names[i], "%s", h_name("full"));
             first[i] = fence_of(c, names[i]);
@@ -1681,15 +1684,15 @@ static void table_full(bool counters)
                         "kept\n",
                 drawing[m][0], NAMES, epoch0,
                 adm_int("SELECT epoch FROM %s_epoch", t),
-                adm_int("SELECT COUNT(*) FROM %s_fmem", t));
-        assert_true(adm_int("SELECT COUNT(*) FROM %s_fmem", t) < NAMES);
+                adm_int("SELECT COUNT(*) FROM %s_%s", t, rows));
+        assert_true(adm_int("SELECT COUNT(*) FROM %s_%s", t, rows) < NAMES);
         if (counters)
             assert_true(adm_int("SELECT epoch FROM %s_epoch", t) > epoch0);
         else { /* room made: a new name's grant is recorded */
             const char *late = h_name("full");
 
             fence_of(c, late);
-            assert_int_equal(adm_int("SELECT COUNT(*) FROM %s_fmem WHERE "
+            assert_int_equal(adm_int("SELECT COUNT(*) FROM %s_frec WHERE "
                                      "lock_key = UNHEX(SHA2('%s', 256))",
                                      t, late),
                              1);
@@ -1851,8 +1854,8 @@ static void mysql__fence_sequence_armed_per_connection(void **state)
     const char *t = "dlock_arm";
 
     (void)state;
-    adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch, %s_rows, %s_fseq", t,
-             t, t, t);
+    adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch, %s_rows, %s_fseq, "
+             "%s_frec", t, t, t, t, t);
     for (int m = 0; m < NMODES; m++) {
         dlock_client *a = client_for(modes[m], "table=dlock_arm");
         dlock_client *b = client_for(modes[m], "table=dlock_arm");
@@ -1868,6 +1871,7 @@ static void mysql__fence_sequence_armed_per_connection(void **state)
             assert_int_equal(dlock_release(lb), DLOCK_OK);
         }
         assert_true(kill_dlock_connections() >= 1);
+        adm_exec("DELETE FROM %s_frec", t);
         adm_exec("DELETE FROM %s_fmem", t);
         adm_int("SELECT SETVAL(%s_fseq, 0)", t); /* ignored: never lower */
         adm_exec("ALTER SEQUENCE %s_fseq RESTART WITH 1", t);
@@ -1911,8 +1915,8 @@ static void mysql__fence_sequence_runs_past_its_epoch(void **state)
 
         snprintf(t, sizeof t, "dlock_past%d", m);
         snprintf(extra, sizeof extra, "table=%s", t);
-        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch, %s_rows, %s_fseq",
-                 t, t, t, t);
+        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch, %s_rows, %s_fseq, "
+                 "%s_frec", t, t, t, t, t);
         a = client_for(modes[m], extra);
         b = client_for(modes[m], extra);
         la = h_lock(a, name, 0, 0);
