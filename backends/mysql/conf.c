@@ -155,6 +155,11 @@ int dlock__my_ctx_new(struct dlock__my_ctx **out, const struct dlock_uri *uri,
     x->lease_ms = uri->lease_ms;
     /* get_lock.c: a permit waiter's wait on one slot. */
     x->slice_ms = uri->retry_max_ms != 0 ? uri->retry_max_ms : MY_SLICE_MS;
+    /* Tests only: the counters' path of servers without sequences. */
+    {
+        const char *f = getenv("DLOCK_MYSQL_FENCE");
+        x->fence_counters = f != NULL && strcmp(f, "counter") == 0;
+    }
     snprintf(x->table, sizeof x->table, "%s", table);
     x->host = my_strdup(uri->hosts[0].host);
     x->user = my_strdup(uri->user);

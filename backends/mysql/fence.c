@@ -1,6 +1,9 @@
 /*
  * fence.c: the fencing tokens of every mode, with no disk flush per
- * acquire and never repeated, even across a server crash.
+ * acquire and never repeated, even across a server crash. Where the
+ * server has sequences (MariaDB >= 10.3) the counters below give way to
+ * one sequence per table ("The sequence", further down), which a waiting
+ * statement can draw from; the epoch is the same.
  *
  * A token is (epoch << 40) | counter:
  *
@@ -109,7 +112,66 @@
  * would cost a flush again, and a rolled-back for_update transaction
  * would take its bump back.)
  *
- * Divisions: the tables and statements; the epoch; bump and peek.
+ * The sequence (MariaDB >= 10.3; servers without sequences, MySQL among
+ * them, keep the counters above). Every token of every mode is
+ * NEXTVAL(<table>_fseq), one InnoDB SEQUENCE per table, so a waiter can
+ * draw its token in the statement that waits, once granted (get_lock.c's
+ * gl_resolve_seq): a sequence takes no table lock that another statement
+ * waits for, while the MEMORY table, locked whole, may not be touched by
+ * a statement that waits. The counters' table is not used then: the
+ * tokens and their owners are recorded (for inspect), with the connection
+ * that drew them, in <table>_frec, MEMORY too, and a table of its own so
+ * that an older <table>_fmem needs no ALTER (no privilege beyond CREATE).
+ *
+ * The epoch is in the sequence's value: tokens are NEXTVAL as drawn, and
+ * the sequence is set to epoch << 40 at the start of each life of the
+ * server, before anyone draws. A sequence is not crash-safe (a SIGKILLed
+ * MariaDB 10.11 gave a value again; its cache is written back without a
+ * flush of its own), so after a crash it may stand below tokens already
+ * given; the rule that saves it:
+ *
+ *   a token may be used only once its epoch (token >> 40) is committed
+ *   in <table>_epoch, and a connection draws only once it has seen the
+ *   sequence's marker (the row of <table>_frec under the all-0x01 key)
+ *   in this life.
+ *
+ * - Arming (dlock__my_seq_ready, once per connection, before its first
+ *   draw): read the sequence's marker; if it is missing (a new life, or
+ *   the table emptied) move to a new epoch as the counters do
+ *   (epoch_next: a new epoch committed, or one that another committed
+ *   after our first look), SETVAL the sequence to epoch << 40 (SETVAL
+ *   never lowers a sequence), and only then set the marker. The marker is
+ *   MEMORY: present means an armer of this life did the SETVAL before it.
+ *   A new epoch is above every epoch committed in earlier lives, and by
+ *   the rule every token of those lives is below it.
+ * - A connection never outlives a life of the server (a restart ends
+ *   every connection; automatic reconnection is off, conn.c), so arming
+ *   is kept with the connection (c->seq, cleared by dlock__my_connect)
+ *   and nowhere else: a new connection arms again. No epoch is cached
+ *   for the tokens' sake: c->seq_epoch is only an epoch known committed.
+ * - Within a life the sequence only goes up (one object shared by every
+ *   connection; SETVAL never lowers it), so on one name a holder's token,
+ *   drawn after the previous holder's was drawn, is above it: one source
+ *   for every draw of every mode (try, wait, bump), so no two sources mix
+ *   on a name and the modes' tokens stay comparable.
+ * - Past 2^40 draws in one epoch the sequence simply runs into the next
+ *   epoch's values: dlock__my_seq_check sees a token above the epoch its
+ *   connection knows committed and commits that epoch (GREATEST, on the
+ *   side connection for for_update) before the token is used; so nothing
+ *   moves the tokens back, and no cached epoch can go stale.
+ * - The records: a try records its token and owner in its own statement
+ *   (MY_SEQ_*), a bump likewise (seq_bump); a grant drawn in get_lock's
+ *   waiting statement records nothing (a record after the grant would be
+ *   the second statement this saves). So inspect trusts a record only if
+ *   it names the connection that holds the name (IS_USED_LOCK), and a
+ *   connection first unnames its own records (seq_forget, only if it has
+ *   written one since) before it waits: otherwise an older record of the
+ *   same connection would pass for its new grant. for_update's holder
+ *   cannot be named by connection, so its waits still record (a bump).
+ *   A full table loses its records, never a marker.
+ *
+ * Divisions: the tables and statements; the epoch; the sequence; bump and
+ * peek.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -127,6 +189,11 @@
 #define MY_EPOCH_TRIES 4
 /* The marker's key: all zero, which no SHA-256 of a name is. */
 #define MY_MARKER "REPEAT(X'00', 32)"
+/* The sequence's marker (the epoch it was set above in this life of the
+ * server): all 0x01, which no SHA-256 of a name is either. */
+#define MY_SEQ_MARKER "REPEAT(X'01', 32)"
+/* MariaDB's ER_UNKNOWN_SEQUENCES: SETVAL of a sequence that is missing. */
+#define MY_ER_UNKNOWN_SEQUENCE 4091
 
 /* ---- the tables and statements ------------------------------------------- */
 
@@ -139,6 +206,19 @@ const char dlock__my_fence_ddl[] =
     " owner VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL"
     " DEFAULT '' COMMENT 'client uuid:handle serial that took the token',"
     " PRIMARY KEY (lock_key)"
+    ") ENGINE=MEMORY";
+
+const char dlock__my_frec_ddl[] =
+    "CREATE TABLE IF NOT EXISTS `%s_frec` ("
+    " lock_key BINARY(32) NOT NULL COMMENT 'SHA-256 of namespace || name;"
+    " all 0x01: the marker of the sequence',"
+    " fence BIGINT UNSIGNED NOT NULL COMMENT 'the last token recorded"
+    " (NEXTVAL of _fseq); the marker: the epoch it was set above',"
+    " owner VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL"
+    " DEFAULT '' COMMENT 'client uuid:handle serial that took the token',"
+    " conn BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the connection that"
+    " drew it (0: unnamed)',"
+    " PRIMARY KEY (lock_key), KEY conn (conn) USING BTREE"
     ") ENGINE=MEMORY";
 
 const char dlock__my_epoch_ddl[] =
@@ -161,7 +241,20 @@ static const struct dlock__my_stmt fence_bump = {
 
 static const struct dlock__my_stmt fence_peek = {
     MY_SLOT_FENCE_PEEK,
-    "SELECT fence, owner FROM `%s_fmem` WHERE lock_key = ?"};
+    "SELECT fence, owner, 0 FROM `%s_fmem` WHERE lock_key = ?"};
+static const struct dlock__my_stmt seq_peek = {
+    MY_SLOT_FENCE_PEEK,
+    "SELECT fence, owner, conn FROM `%s_frec` WHERE lock_key = ?"};
+
+/* The sequence's bump: the token drawn and recorded, in one statement. */
+static const struct dlock__my_stmt seq_bump = {
+    MY_SLOT_FENCE,
+    MY_SEQ_INSERT "VALUES (?, " MY_SEQ_DRAW ", ?, CONNECTION_ID())"
+    MY_SEQ_NEXT};
+
+static const struct dlock__my_stmt seq_forget = {
+    MY_SLOT_FENCE_FORGET,
+    "UPDATE `%s_frec` SET conn = 0 WHERE conn = CONNECTION_ID()"};
 
 /* ---- the epoch ----------------------------------------------------------- */
 
@@ -198,8 +291,11 @@ static unsigned epoch_sql(struct dlock__my_conn *c, uint64_t *v,
     return 0;
 }
 
-/* Steps 1-3 of the header: the epoch to use now, in *out (committed). */
-static unsigned epoch_next(struct dlock__my_conn *c, uint64_t *out)
+/* Steps 1-3 of the header: the epoch to use now, in *out (committed), or
+ * 0 when the marker moved meanwhile: the row of key mk in <table>_<mt>
+ * (MY_MARKER in fmem, or MY_SEQ_MARKER in frec). */
+static unsigned epoch_next(struct dlock__my_conn *c, const char *mt,
+                           const char *mk, uint64_t *out)
 {
     const char *t = c->x->table;
     uint64_t seen, d0, d1, m;
@@ -207,8 +303,8 @@ static unsigned epoch_next(struct dlock__my_conn *c, uint64_t *out)
 
     *out = 0;
     if ((e = epoch_sql(c, &seen,
-                       "SELECT fence FROM `%s_fmem` WHERE lock_key = "
-                       MY_MARKER, t)) != 0 ||
+                       "SELECT fence FROM `%s_%s` WHERE lock_key = %s",
+                       t, mt, mk)) != 0 ||
         (e = epoch_sql(c, NULL,
                        "INSERT IGNORE INTO `%s_epoch` (id, epoch) "
                        "VALUES (1, 0)", t)) != 0 ||
@@ -220,8 +316,8 @@ static unsigned epoch_next(struct dlock__my_conn *c, uint64_t *out)
                        "SELECT epoch FROM `%s_epoch` WHERE id = 1 FOR UPDATE",
                        t)) != 0 ||
         (e = epoch_sql(c, &m,
-                       "SELECT fence FROM `%s_fmem` WHERE lock_key = "
-                       MY_MARKER, t)) != 0)
+                       "SELECT fence FROM `%s_%s` WHERE lock_key = %s",
+                       t, mt, mk)) != 0)
         goto rollback;
     if (m != seen || d1 > d0) {
         /* Moved by someone else: their marker, or their epoch. */
@@ -249,20 +345,22 @@ rollback:
 /* The marker up to epoch (never down): 0 or an error number. An UPDATE
  * needs no room in a full table; an INSERT (no marker yet) may not find
  * any, and then says ER_RECORD_FILE_FULL. */
-static unsigned marker_set(struct dlock__my_conn *c, uint64_t epoch)
+static unsigned marker_set(struct dlock__my_conn *c, const char *mt,
+                           const char *mk, uint64_t epoch)
 {
     const char *t = c->x->table;
     unsigned e;
 
     if ((e = epoch_sql(c, NULL,
-                       "UPDATE `%s_fmem` SET fence = GREATEST(fence, %" PRIu64
-                       ") WHERE lock_key = " MY_MARKER, t, epoch)) != 0 ||
+                       "UPDATE `%s_%s` SET fence = GREATEST(fence, %" PRIu64
+                       ") WHERE lock_key = %s", t, mt, epoch, mk)) != 0 ||
         mysql_affected_rows(c->db) > 0)
         return e;
     return epoch_sql(c, NULL,
-                     "INSERT INTO `%s_fmem` (lock_key, fence) VALUES ("
-                     MY_MARKER ", %" PRIu64 ") ON DUPLICATE KEY UPDATE "
-                     "fence = GREATEST(fence, VALUES(fence))", t, epoch);
+                     "INSERT INTO `%s_%s` (lock_key, fence) VALUES ("
+                     "%s, %" PRIu64 ") ON DUPLICATE KEY UPDATE "
+                     "fence = GREATEST(fence, VALUES(fence))", t, mt, mk,
+                     epoch);
 }
 
 /*
@@ -278,9 +376,9 @@ static unsigned fence_epoch(struct dlock__my_conn *c, bool full)
     uint64_t epoch;
     unsigned e;
 
-    if ((e = epoch_next(c, &epoch)) != 0 || epoch == 0)
+    if ((e = epoch_next(c, "fmem", MY_MARKER, &epoch)) != 0 || epoch == 0)
         return e;
-    if ((e = marker_set(c, epoch)) != 0 || !full)
+    if ((e = marker_set(c, "fmem", MY_MARKER, epoch)) != 0 || !full)
         return e;
     return epoch_sql(c, NULL,
                      "DELETE FROM `%1$s_fmem` WHERE lock_key <> " MY_MARKER
@@ -289,13 +387,120 @@ static unsigned fence_epoch(struct dlock__my_conn *c, bool full)
                      c->x->table);
 }
 
+/* ---- the sequence -------------------------------------------------------- */
+
+/* The sequence, made where it is missing (DDL: c autocommits). */
+static unsigned seq_create(struct dlock__my_conn *c)
+{
+    return epoch_sql(c, NULL,
+                     "CREATE SEQUENCE IF NOT EXISTS `%s_fseq` START WITH 1"
+                     " MINVALUE 1 MAXVALUE 9223372036854775806"
+                     " INCREMENT BY 1 CACHE 1000 NOCYCLE",
+                     c->x->table);
+}
+
+/* The sequence up to epoch << 40, never down (SETVAL ignores a value
+ * below the sequence's). */
+static unsigned seq_setval(struct dlock__my_conn *c, uint64_t epoch)
+{
+    return epoch_sql(c, NULL, "SELECT SETVAL(`%s_fseq`, %" PRIu64 ")",
+                     c->x->table, epoch << MY_COUNTER_BITS);
+}
+
+/*
+ * On c, which autocommits: the epoch the sequence was set above in this
+ * life of the server (its marker), setting it first if nobody has: a new
+ * epoch committed (epoch_next, as for the counters), the sequence moved
+ * to epoch << 40 (SETVAL never lowers it), and only then the marker.
+ */
+static unsigned seq_arm(struct dlock__my_conn *c, uint64_t *epoch)
+{
+    const char *t = c->x->table;
+    bool made = false;
+    unsigned e;
+
+    for (int i = 0; i < MY_EPOCH_TRIES; i++) {
+        uint64_t m, next;
+
+        e = epoch_sql(c, &m,
+                      "SELECT fence FROM `%s_frec` WHERE lock_key = "
+                      MY_SEQ_MARKER, t);
+        if (e != 0 && dlock__my_missing(e) && !made) {
+            made = true;
+            if ((e = dlock__my_create_tables(c)) != 0)
+                return e;
+            continue;
+        }
+        if (e != 0)
+            return e;
+        if (m != 0) {
+            *epoch = m;
+            return 0;
+        }
+        if ((e = epoch_next(c, "frec", MY_SEQ_MARKER, &next)) != 0)
+            return e;
+        if (next == 0)
+            continue; /* armed by someone else meanwhile */
+        /* CREATE SEQUENCE only where it is missing: it waits for the
+         * metadata locks of every open transaction that used it. */
+        e = seq_setval(c, next);
+        if (e != 0 && (dlock__my_missing(e) || e == MY_ER_UNKNOWN_SEQUENCE) &&
+            (e = seq_create(c)) == 0)
+            e = seq_setval(c, next);
+        if (e != 0 || (e = marker_set(c, "frec", MY_SEQ_MARKER, next)) != 0)
+            return e;
+        *epoch = next;
+        return 0;
+    }
+    return dlock__my_note(c, CR_UNKNOWN_ERROR,
+                          "the fence sequence's marker keeps vanishing "
+                          "(table _frec cleared?)");
+}
+
+/* On c, which autocommits: the durable epoch up to epoch (never down), and
+ * the sequence's marker with it. */
+static unsigned seq_raise(struct dlock__my_conn *c, uint64_t epoch)
+{
+    const char *t = c->x->table;
+    uint64_t d;
+    unsigned e;
+
+    if (epoch > MY_EPOCH_MAX)
+        return dlock__my_note(c, CR_UNKNOWN_ERROR,
+                              "the fence epoch is used up (sequence _fseq)");
+    if ((e = epoch_sql(c, NULL,
+                       "INSERT IGNORE INTO `%s_epoch` (id, epoch) "
+                       "VALUES (1, 0)", t)) != 0 ||
+        (e = epoch_sql(c, NULL, "START TRANSACTION")) != 0)
+        return e;
+    if ((e = epoch_sql(c, &d,
+                       "SELECT epoch FROM `%s_epoch` WHERE id = 1 FOR UPDATE",
+                       t)) != 0 ||
+        (d < epoch &&
+         (e = epoch_sql(c, NULL,
+                        "UPDATE `%s_epoch` SET epoch = %" PRIu64
+                        " WHERE id = 1", t, epoch)) != 0)) {
+        mysql_rollback(c->db);
+        return e;
+    }
+    if (mysql_commit(c->db) != 0)
+        return dlock__my_db_note(c);
+    return marker_set(c, "frec", MY_SEQ_MARKER, epoch);
+}
+
 /* What goes over the side connection: what commits. */
-enum fence_side_job { SIDE_EPOCH, SIDE_EPOCH_FULL, SIDE_TABLES };
+enum fence_side_job {
+    SIDE_EPOCH,
+    SIDE_EPOCH_FULL,
+    SIDE_TABLES,
+    SIDE_SEQ_ARM,  /* seq_arm into *epoch */
+    SIDE_SEQ_RAISE /* seq_raise to *epoch */
+};
 
 /* job over x's side connection, for c in a transaction; an error is
  * reported on c, which stays as it was. */
 static unsigned fence_side(struct dlock__my_conn *c, struct dlock__my_ctx *x,
-                           enum fence_side_job job)
+                           enum fence_side_job job, uint64_t *epoch)
 {
     struct dlock__my_conn *s = &x->fence;
     unsigned e = 0;
@@ -311,8 +516,21 @@ static unsigned fence_side(struct dlock__my_conn *c, struct dlock__my_ctx *x,
                 break;
             x->fence_open = true;
         }
-        e = job == SIDE_TABLES ? dlock__my_create_tables(s)
-                               : fence_epoch(s, job == SIDE_EPOCH_FULL);
+        switch (job) {
+        case SIDE_TABLES:
+            e = dlock__my_create_tables(s);
+            break;
+        case SIDE_SEQ_ARM:
+            e = seq_arm(s, epoch);
+            break;
+        case SIDE_SEQ_RAISE:
+            e = seq_raise(s, *epoch);
+            break;
+        case SIDE_EPOCH:
+        case SIDE_EPOCH_FULL:
+            e = fence_epoch(s, job == SIDE_EPOCH_FULL);
+            break;
+        }
         if (e == 0 || !s->broken)
             break;
     }
@@ -334,6 +552,110 @@ void dlock__my_fence_side_close(struct dlock__my_ctx *x)
 
 /* ---- bump and peek ------------------------------------------------------- */
 
+bool dlock__my_seq_capable(const struct dlock__my_conn *c)
+{
+    const char *v;
+
+    if (c->x->fence_counters || c->db == NULL)
+        return false;
+    v = mysql_get_server_info(c->db);
+    return v != NULL && strstr(v, "MariaDB") != NULL &&
+           mysql_get_server_version(c->db) >= 100300;
+}
+
+unsigned dlock__my_seq_ready(struct dlock__my_conn *c,
+                             struct dlock__my_ctx *side)
+{
+    uint64_t m = 0;
+    unsigned e;
+
+    if (c->seq != MY_SEQ_UNKNOWN)
+        return 0;
+    if (!dlock__my_seq_capable(c)) {
+        c->seq = MY_SEQ_OFF;
+        return 0;
+    }
+    /* The marker read on c itself (a MEMORY table: no transaction
+     * matters); arming commits, so for_update's goes over the side. */
+    e = epoch_sql(c, &m,
+                  "SELECT fence FROM `%s_frec` WHERE lock_key = "
+                  MY_SEQ_MARKER, c->x->table);
+    if (e != 0 && !dlock__my_missing(e))
+        return e;
+    if (e != 0 || m == 0) {
+        e = side != NULL ? fence_side(c, side, SIDE_SEQ_ARM, &m)
+                         : seq_arm(c, &m);
+        if (e != 0)
+            return e;
+    }
+    c->seq = MY_SEQ_ON;
+    c->seq_epoch = m;
+    return 0;
+}
+
+unsigned dlock__my_seq_check(struct dlock__my_conn *c,
+                             struct dlock__my_ctx *side, uint64_t token)
+{
+    uint64_t epoch = token >> MY_COUNTER_BITS;
+    unsigned e;
+
+    if (epoch <= c->seq_epoch)
+        return 0;
+    e = side != NULL ? fence_side(c, side, SIDE_SEQ_RAISE, &epoch)
+                     : seq_raise(c, epoch);
+    if (e == 0)
+        c->seq_epoch = epoch;
+    return e;
+}
+
+unsigned dlock__my_seq_forget(struct dlock__my_conn *c)
+{
+    unsigned e;
+
+    if (!c->recorded)
+        return 0;
+    if ((e = dlock__my_exec(c, &seq_forget, NULL)) == 0)
+        c->recorded = false;
+    return e;
+}
+
+unsigned dlock__my_seq_room(struct dlock__my_conn *c)
+{
+    return epoch_sql(c, NULL,
+                     "DELETE FROM `%s_frec` WHERE lock_key <> "
+                     MY_SEQ_MARKER,
+                     c->x->table);
+}
+
+/* dlock__my_fence where the tokens come from the sequence: the bump
+ * draws and records in one statement. A full table loses its records
+ * (they only inform inspect), never a marker. */
+static unsigned seq_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
+                          MYSQL_BIND *p, uint64_t *out)
+{
+    unsigned e;
+
+    for (int i = 0; i < MY_EPOCH_TRIES; i++) {
+        c->no_ddl = side != NULL;
+        e = dlock__my_exec(c, &seq_bump, p);
+        c->no_ddl = false;
+        if (e == 0) {
+            *out = (uint64_t)mysql_stmt_insert_id(c->st[seq_bump.slot]);
+            c->recorded = true;
+            return dlock__my_seq_check(c, side, *out);
+        }
+        if (side != NULL && dlock__my_missing(e)) {
+            if ((e = fence_side(c, side, SIDE_TABLES, NULL)) != 0)
+                return e;
+            continue;
+        }
+        if (e != ER_RECORD_FILE_FULL || (e = dlock__my_seq_room(c)) != 0)
+            return e;
+    }
+    return dlock__my_note(c, CR_UNKNOWN_ERROR,
+                          "no room for a fence's record (table _frec)");
+}
+
 unsigned dlock__my_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
                          const uint8_t key[MY_KEY_LEN], const char *owner,
                          size_t owner_len, uint64_t *out)
@@ -343,6 +665,10 @@ unsigned dlock__my_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
 
     dlock__my_bind_blob(&p[0], key, MY_KEY_LEN);
     dlock__my_bind_text(&p[1], owner, owner_len);
+    if ((e = dlock__my_seq_ready(c, side)) != 0)
+        return e;
+    if (c->seq == MY_SEQ_ON)
+        return seq_fence(c, side, p, out);
     for (int i = 0; i < MY_EPOCH_TRIES; i++) {
         bool full;
 
@@ -356,7 +682,7 @@ unsigned dlock__my_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
         /* A table missing where c may not make it: a CREATE TABLE would
          * commit c's transaction, and the lock with it. */
         if (side != NULL && dlock__my_missing(e)) {
-            if ((e = fence_side(c, side, SIDE_TABLES)) != 0)
+            if ((e = fence_side(c, side, SIDE_TABLES, NULL)) != 0)
                 return e;
             continue;
         }
@@ -364,8 +690,9 @@ unsigned dlock__my_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
             return e;
         /* No marker, the counter used up, or the table full. */
         full = e != 0;
-        e = side != NULL ? fence_side(c, side, full ? SIDE_EPOCH_FULL
-                                                     : SIDE_EPOCH)
+        e = side != NULL ? fence_side(c, side,
+                                      full ? SIDE_EPOCH_FULL : SIDE_EPOCH,
+                                      NULL)
                          : fence_epoch(c, full);
         if (e != 0)
             return e;
@@ -395,29 +722,41 @@ unsigned dlock__my_fence_with(struct dlock__my_conn *c,
 
 unsigned dlock__my_fence_prepare(struct dlock__my_conn *c)
 {
-    return dlock__my_prepare(c, &fence_bump) == NULL ? c->err : 0;
+    unsigned e;
+
+    if ((e = dlock__my_seq_ready(c, NULL)) != 0)
+        return e;
+    return dlock__my_prepare(c, c->seq == MY_SEQ_ON ? &seq_bump
+                                                    : &fence_bump) == NULL
+               ? c->err
+               : 0;
 }
 
 unsigned dlock__my_fence_peek(struct dlock__my_conn *c,
                               const uint8_t key[MY_KEY_LEN], uint64_t *out,
-                              char *owner, size_t owner_cap)
+                              char *owner, size_t owner_cap, uint64_t *conn)
 {
-    MYSQL_BIND p[1], r[2];
+    MYSQL_BIND p[1], r[3];
     char buf[65];
     unsigned long len = 0;
-    long long v = 0;
-    my_flag null = 1, owner_null = 1;
+    long long v = 0, id = 0;
+    my_flag null = 1, owner_null = 1, id_null = 1;
+    const struct dlock__my_stmt *q;
     bool found = false;
     unsigned e;
 
     dlock__my_bind_blob(&p[0], key, MY_KEY_LEN);
     dlock__my_res_i64(&r[0], &v, &null);
     dlock__my_res_bytes(&r[1], buf, sizeof buf - 1, &len, &owner_null);
-    if ((e = dlock__my_exec(c, &fence_peek, p)) == 0)
-        e = dlock__my_fetch(c, &fence_peek, r, &found);
+    dlock__my_res_i64(&r[2], &id, &id_null);
+    q = dlock__my_seq_capable(c) ? &seq_peek : &fence_peek;
+    if ((e = dlock__my_exec(c, q, p)) == 0)
+        e = dlock__my_fetch(c, q, r, &found);
     if (e != 0)
         return e;
     *out = found && !null ? (uint64_t)v : 0;
+    if (conn != NULL)
+        *conn = found && !id_null ? (uint64_t)id : 0;
     if (len > sizeof buf - 1)
         len = sizeof buf - 1;
     buf[found && !owner_null ? len : 0] = '\0';

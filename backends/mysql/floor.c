@@ -319,9 +319,12 @@ static const struct dlock__my_stmt forget_row = {
     MY_SLOTS - 2, "DELETE FROM `%s_rows` WHERE lock_key = ?"};
 static const struct dlock__my_stmt forget_claim = {
     MY_SLOTS - 3, "DELETE FROM `%s` WHERE lock_key = ?"};
+static const struct dlock__my_stmt forget_record = {
+    MY_SLOTS - 4, "DELETE FROM `%s_frec` WHERE lock_key = ?"};
 
-/* Each name's fence row, and for_update's row or insert's claim. The
- * bench's names are its own and nobody holds them when it calls this. */
+/* Each name's fence row and record, and for_update's row or insert's
+ * claim. The bench's names are its own and nobody holds them when it
+ * calls this. */
 int dlock__my_forget(const struct dlock_mode *mode,
                      const struct dlock_uri *uri, const char *const *names,
                      size_t n, char *err, size_t errlen)
@@ -342,6 +345,8 @@ int dlock__my_forget(const struct dlock_mode *mode,
         dlock__my_key(r.x, names[i], strlen(names[i]), r.key);
         dlock__my_bind_blob(&p[0], r.key, MY_KEY_LEN);
         e = dlock__my_exec(&r.c, &forget_fence, p);
+        if (e == 0)
+            e = dlock__my_exec(&r.c, &forget_record, p);
         if (e == 0 && row != NULL)
             e = dlock__my_exec(&r.c, row, p);
     }

@@ -18,7 +18,10 @@
  * is two round trips, as for the bare lock; a wait (or a name's first
  * use, or a full table) takes the row and then bumps the fence, and a
  * name's first acquire since the server started bumps it with a second
- * statement, from the marker.
+ * statement, from the marker. Where the server has sequences (fence.c,
+ * "The sequence") the try and the bump draw from it instead; the wait
+ * still bumps after the grant, so that the counters' row names the
+ * holder for inspect (no one can see which connection holds a row).
  *
  * What it shares with get_lock (the silence limit, renewal by ping) is
  * bound.c's; the raw floor of this mode is floor.c's.
@@ -44,6 +47,7 @@ static const char fu_ddl_rows[] =
 
 static const char *const fu_ddl[] = {fu_ddl_rows, dlock__my_epoch_ddl,
                                      dlock__my_fence_ddl,
+                                     dlock__my_frec_ddl,
                                      dlock__my_latch_ddl, NULL};
 
 /* Each lock connection's first statements. A lock wait of 0 is NOWAIT on
@@ -125,6 +129,14 @@ static const struct dlock__my_stmt fu_take_x = {
     FU_TAKE, FU_TAKE_SQL("FOR UPDATE NOWAIT")};
 static const struct dlock__my_stmt fu_take_sh = {
     FU_TAKE_SH, FU_TAKE_SQL("LOCK IN SHARE MODE NOWAIT")};
+/* The same where tokens come from the sequence (my.h's MY_SEQ_*). */
+#define FU_TAKE_SEQ_SQL(lock)                                              \
+    MY_SEQ_INSERT "SELECT lock_key, " MY_SEQ_DRAW ", ?, CONNECTION_ID() "  \
+                  "FROM `%1$s_rows` WHERE lock_key = ? " lock MY_SEQ_NEXT
+static const struct dlock__my_stmt fu_take_x_seq = {
+    FU_TAKE, FU_TAKE_SEQ_SQL("FOR UPDATE NOWAIT")};
+static const struct dlock__my_stmt fu_take_sh_seq = {
+    FU_TAKE_SH, FU_TAKE_SEQ_SQL("LOCK IN SHARE MODE NOWAIT")};
 
 /* ---- the fence ---------------------------------------------------------- */
 
@@ -337,9 +349,18 @@ static int fu_try(struct dlock__my_session *ms,
     dlock__my_bind_text(&p[0], shared ? "" : req->owner,
                         shared ? 0 : req->owner_len);
     dlock__my_bind_blob(&p[1], key, MY_KEY_LEN);
-    e = dlock__my_fence_with(c, shared ? &fu_take_sh : &fu_take_x, p, &rows,
-                             &grant->fence);
+    if (c->seq == MY_SEQ_ON)
+        e = dlock__my_fence_with(c, shared ? &fu_take_sh_seq : &fu_take_x_seq,
+                                 p, &rows, &grant->fence);
+    else
+        e = dlock__my_fence_with(c, shared ? &fu_take_sh : &fu_take_x, p,
+                                 &rows, &grant->fence);
     if (e == 0 && rows > 0) {
+        if (c->seq == MY_SEQ_ON) {
+            c->recorded = true;
+            if (dlock__my_seq_check(c, ms->x, grant->fence) != 0)
+                return fu_undo(ms, "fence epoch");
+        }
         if (grant->fence == 0 && fu_fence(ms, req, key, &grant->fence) != 0)
             return fu_undo(ms, "fence");
         ms->ngrants++;
@@ -365,7 +386,8 @@ static int fu_try(struct dlock__my_session *ms,
  * the token can: one above this session's last on the name means nobody
  * held it in between, and the next acquire tries again. A hint only: a
  * wrong guess costs one round trip (the wait's fence is a statement of
- * its own).
+ * its own). (With the sequence, other names' draws come in between too,
+ * so a busy table keeps the hint set longer.)
  */
 static bool fu_skip_try(const struct dlock__my_session *ms,
                         const uint8_t key[MY_KEY_LEN], int64_t deadline_ms)
@@ -398,6 +420,9 @@ static int fu_acquire(struct dlock_session *s, const struct dlock_request *req,
 
     if ((rc = dlock__my_bound_begin(ms, req)) != DLOCK_OK)
         return rc;
+    /* The source of tokens, before the first statement that draws one. */
+    if (dlock__my_seq_ready(&ms->conn, ms->x) != 0)
+        return fu_undo(ms, "fence sequence");
     dlock__my_key(ms->x, req->name, req->name_len, key);
     if (!fu_skip_try(ms, key, deadline_ms)) {
         rc = fu_try(ms, req, key, deadline_ms, grant, retry_ms, &done, &busy);
@@ -482,7 +507,8 @@ static int fu_inspect(struct dlock_session *s, const char *name, size_t len,
     rc = fu_probe(ms, key, out);
     if (rc == DLOCK_OK &&
         dlock__my_fence_peek(&ms->conn, key, &out->fence, out->owner,
-                             out->held > 0 ? sizeof out->owner : 0) != 0)
+                             out->held > 0 ? sizeof out->owner : 0,
+                             NULL) != 0)
         rc = dlock__my_fail(ms, &ms->conn, "inspect fence");
     /* The peek, too, ran in a transaction of this connection. */
     mysql_rollback(ms->conn.db);

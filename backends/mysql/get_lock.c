@@ -14,7 +14,10 @@
  * server started bumps it with a second statement, from the marker. An
  * acquire that may wait for a name its session last found held by
  * another goes to gl_resolve at once (gl_skip_try): a hand-off is then
- * the wait and the bump, as before the try existed.
+ * the wait and the bump, as before the try existed. Where the server has
+ * sequences (fence.c, "The sequence") the wait draws its token itself
+ * (gl_resolve_seq), so a hand-off is the one waiting statement, and a
+ * name's first acquire needs no second statement either.
  *
  * Counting semaphores: a semaphore of N permits is N named locks, its
  * slots, and a permit is one slot held (the design is under "permits"
@@ -41,6 +44,7 @@
 /* No table but the fences' (and the latches'). */
 static const char *const gl_ddl[] = {dlock__my_epoch_ddl,
                                      dlock__my_fence_ddl,
+                                     dlock__my_frec_ddl,
                                      dlock__my_latch_ddl, NULL};
 
 enum {
@@ -80,6 +84,12 @@ static const struct dlock__my_stmt gl_is_used_lock = {
 static const struct dlock__my_stmt gl_take = {
     GL_TAKE, MY_FENCE_INSERT "SELECT ?, 0, ? FROM DUAL "
                              "WHERE GET_LOCK(?, 0) = 1" MY_FENCE_NEXT};
+/* The same where tokens come from the sequence (my.h's MY_SEQ_*): the
+ * select list, NEXTVAL with it, is evaluated only for the row the WHERE
+ * let through, after GET_LOCK granted. */
+static const struct dlock__my_stmt gl_take_seq = {
+    GL_TAKE, MY_SEQ_INSERT "SELECT ?, " MY_SEQ_DRAW ", ?, CONNECTION_ID() "
+                           "FROM DUAL WHERE GET_LOCK(?, 0) = 1" MY_SEQ_NEXT};
 
 /* After gl_take wrote no row, or failed, or instead of it (a name found
  * busy last time): 2 if this connection holds the name already (gl_take
@@ -94,6 +104,25 @@ static const struct dlock__my_stmt gl_resolve = {
                 " WHEN IS_USED_LOCK(?) IS NULL THEN GET_LOCK(?, ?)"
                 " ELSE GET_LOCK(?, ?) + 4 END"};
 _Static_assert(GL_WAS_BUSY == 4, "gl_resolve adds 4");
+
+/*
+ * gl_resolve where tokens come from the sequence (fence.c, "the
+ * sequence"): the token is drawn in the waiting statement itself, once
+ * the name is this connection's, so a hand-off is this one statement.
+ * NEXTVAL takes no table lock that another statement waits for (the
+ * counters' MEMORY table would be held for the whole wait). Each branch
+ * draws only if its GET_LOCK granted (IF evaluates only the branch it
+ * picks): the token t, -t - 1 where another connection held the name
+ * when the statement began, 0 or -1 (the same two cases) if the wait
+ * timed out, NULL on an error. Tokens are below 2^63 - 1, so -t - 1 fits.
+ */
+static const struct dlock__my_stmt gl_resolve_seq = {
+    GL_RESOLVE,
+    "SELECT CASE WHEN IS_USED_LOCK(?) <=> CONNECTION_ID() THEN"
+    " NEXTVAL(`%1$s_fseq`)"
+    " WHEN IS_USED_LOCK(?) IS NULL THEN"
+    " IF(GET_LOCK(?, ?) = 1, NEXTVAL(`%1$s_fseq`), 0)"
+    " ELSE -IF(GET_LOCK(?, ?) = 1, NEXTVAL(`%1$s_fseq`), 0) - 1 END"};
 
 /* Permits: the first of GL_TRY slot names that GET_LOCK(slot, 0) grants,
  * by its position, or -1; why it never takes two is under "permits". */
@@ -158,14 +187,15 @@ static double gl_wait_s(const struct dlock__my_session *ms,
     return left > 0 ? (double)left / 1000.0 : 0;
 }
 
-/* q (gl_get_lock or gl_resolve) on ul, waiting wait_s; a wait is
- * cancellable [B-CANCEL-1]: DLOCK_OK with *got, or the code to return
- * (reported). A statement that cannot wait starts no watcher thread.
- * *busy (gl_resolve only): another connection held the name when the
- * statement began. */
+/* q (gl_get_lock, gl_resolve or gl_resolve_seq) on ul, waiting wait_s;
+ * a wait is cancellable [B-CANCEL-1]: DLOCK_OK with *got, or the code to
+ * return (reported). A statement that cannot wait starts no watcher
+ * thread. *busy (gl_resolve*): another connection held the name when the
+ * statement began. *token (gl_resolve_seq): the token drawn with *got. */
 static int gl_wait(struct dlock__my_session *ms,
                    const struct dlock__my_stmt *q, const char *ul,
-                   size_t ul_len, double wait_s, bool *got, bool *busy)
+                   size_t ul_len, double wait_s, bool *got, bool *busy,
+                   uint64_t *token)
 {
     struct dlock__my_conn *c = &ms->conn;
     struct dlock__my_kill kill = {.armed = false};
@@ -177,7 +207,7 @@ static int gl_wait(struct dlock__my_session *ms,
     size_t n = 0;
 
     *busy = false;
-    if (q == &gl_resolve) {
+    if (q == &gl_resolve || q == &gl_resolve_seq) {
         dlock__my_bind_text(&p[n++], ul, ul_len);
         dlock__my_bind_text(&p[n++], ul, ul_len);
         dlock__my_bind_text(&p[n++], ul, ul_len);
@@ -208,26 +238,37 @@ static int gl_wait(struct dlock__my_session *ms,
             gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null);
         return rc;
     }
+    if (q == &gl_resolve_seq) {
+        *busy = v < 0;
+        *got = v > 0 || v < -1;
+        *token = v > 0 ? (uint64_t)v : v < -1 ? (uint64_t)(-(v + 1)) : 0;
+        return DLOCK_OK;
+    }
     *busy = v >= GL_WAS_BUSY;
     v = v >= GL_WAS_BUSY ? v - GL_WAS_BUSY : v;
     *got = v == 1 || v == 2; /* 2: gl_resolve found it held already */
     return DLOCK_OK;
 }
 
-/* The name ul is held: take its fence, or let go of it. */
+/* The name ul is held: take its fence, or let go of it. drawn: the
+ * lock's statement drew grant->fence from the sequence, whose epoch is
+ * checked (fence.c). */
 static int gl_fenced(struct dlock__my_session *ms,
                      const struct dlock_request *req,
                      const uint8_t key[MY_KEY_LEN], const char *ul,
-                     size_t ul_len, struct dlock_grant *grant)
+                     size_t ul_len, struct dlock_grant *grant, bool drawn)
 {
     struct dlock__my_conn *c = &ms->conn;
     long long v;
     my_flag null;
+    unsigned e;
     int rc;
 
-    if (dlock__my_fence(c, NULL, key, req->owner, req->owner_len,
-                        &grant->fence) != 0) {
-        rc = dlock__my_fail(ms, c, "fence");
+    e = drawn ? dlock__my_seq_check(c, NULL, grant->fence)
+              : dlock__my_fence(c, NULL, key, req->owner, req->owner_len,
+                                &grant->fence);
+    if (e != 0) {
+        rc = dlock__my_fail(ms, c, drawn ? "fence epoch" : "fence");
         if (!c->broken)
             gl_call(c, &gl_release_lock, ul, ul_len, NULL, &v, &null);
         return rc;
@@ -346,14 +387,14 @@ static int gl_permit_acquire(struct dlock__my_session *ms,
         ul_len = gl_name(ms, req, slot, key, ul);
         wait_s = gl_wait_s(ms, deadline_ms, ms->x->slice_ms);
         if ((rc = gl_wait(ms, &gl_get_lock, ul, ul_len, wait_s, &got,
-                          &busy)) != DLOCK_OK)
+                          &busy, NULL)) != DLOCK_OK)
             return rc;
         if (!got)
             return dlock__my_busy(deadline_ms, true, retry_ms);
     }
     ul_len = gl_name(ms, req, slot, key, ul);
     grant->word[0] = slot;
-    return gl_fenced(ms, req, key, ul, ul_len, grant);
+    return gl_fenced(ms, req, key, ul, ul_len, grant, false);
 }
 
 /* ---- acquire ------------------------------------------------------------- */
@@ -384,14 +425,22 @@ static int gl_try(struct dlock__my_session *ms,
     dlock__my_bind_blob(&p[0], key, MY_KEY_LEN);
     dlock__my_bind_text(&p[1], req->owner, req->owner_len);
     dlock__my_bind_text(&p[2], ul, ul_len);
-    e = dlock__my_fence_with(c, &gl_take, p, &rows, &grant->fence);
+    e = dlock__my_fence_with(c, c->seq == MY_SEQ_ON ? &gl_take_seq : &gl_take,
+                             p, &rows, &grant->fence);
+    if (e == 0 && rows > 0 && c->seq == MY_SEQ_ON) {
+        c->recorded = true;
+        return gl_fenced(ms, req, key, ul, ul_len, grant, true);
+    }
     if (e == 0 && rows > 0 && grant->fence != 0) {
         ms->ngrants++;
         return DLOCK_OK;
     }
     if (e == 0 && rows > 0)
-        return gl_fenced(ms, req, key, ul, ul_len, grant);
-    if (e == 0 || e == ER_RECORD_FILE_FULL) {
+        return gl_fenced(ms, req, key, ul, ul_len, grant, false);
+    if (e == ER_RECORD_FILE_FULL && c->seq == MY_SEQ_ON &&
+        dlock__my_seq_room(c) != 0)
+        e = c->err; /* reported below, the name let go of */
+    else if (e == 0 || e == ER_RECORD_FILE_FULL) {
         *done = false;
         return DLOCK_OK;
     }
@@ -430,17 +479,22 @@ static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
                       uint32_t *retry_ms)
 {
     struct dlock__my_session *ms = (struct dlock__my_session *)s;
+    struct dlock__my_conn *c = &ms->conn;
     uint8_t key[MY_KEY_LEN];
     char ul[MY_ULOCK_BUF];
     size_t ul_len;
     double wait_s;
-    bool got = false, busy;
+    bool got = false, busy, seq;
     int rc;
 
     if ((rc = dlock__my_bound_begin(ms, req)) != DLOCK_OK)
         return rc;
     if (req->kind == DLOCK_KIND_PERMIT)
         return gl_permit_acquire(ms, req, deadline_ms, grant, retry_ms);
+    /* The source of tokens, before the first statement that draws one. */
+    if (dlock__my_seq_ready(c, NULL) != 0)
+        return dlock__my_fail(ms, c, "fence sequence");
+    seq = c->seq == MY_SEQ_ON;
     ul_len = gl_name(ms, req, 0, key, ul);
     if (!gl_skip_try(ms, key, deadline_ms)) {
         rc = gl_try(ms, req, key, ul, ul_len, grant, &got);
@@ -449,15 +503,19 @@ static int gl_acquire(struct dlock_session *s, const struct dlock_request *req,
         if (rc != DLOCK_OK || got)
             return rc;
     }
-    /* The server waits for us, in fractions of a second. */
+    /* The server waits for us, in fractions of a second. With the
+     * sequence, the wait draws the token and records nothing: no older
+     * record may name this connection then (fence.c). */
+    if (seq && dlock__my_seq_forget(c) != 0)
+        return dlock__my_fail(ms, c, "fence record");
     wait_s = gl_wait_s(ms, deadline_ms, INT64_MAX);
-    if ((rc = gl_wait(ms, &gl_resolve, ul, ul_len, wait_s, &got, &busy)) !=
-        DLOCK_OK)
+    if ((rc = gl_wait(ms, seq ? &gl_resolve_seq : &gl_resolve, ul, ul_len,
+                      wait_s, &got, &busy, &grant->fence)) != DLOCK_OK)
         return rc;
     gl_note_busy(ms, key, busy);
     if (!got)
         return dlock__my_busy(deadline_ms, wait_s > 0, retry_ms);
-    return gl_fenced(ms, req, key, ul, ul_len, grant);
+    return gl_fenced(ms, req, key, ul, ul_len, grant, seq);
 }
 
 /* ---- release ------------------------------------------------------------- */
@@ -537,6 +595,7 @@ static int gl_inspect(struct dlock_session *s, const char *name, size_t len,
     char ul[MY_ULOCK_BUF];
     size_t ul_len;
     long long id, permits = 0;
+    uint64_t rec = 0;
     my_flag null;
 
     if (c->broken)
@@ -547,10 +606,18 @@ static int gl_inspect(struct dlock_session *s, const char *name, size_t len,
         return dlock__my_fail(ms, c, "inspect");
     out->held = !null;
     /* The holder's owner id is in the counter row it bumped (fence.c);
-     * IS_USED_LOCK knows only the connection. */
+     * IS_USED_LOCK knows only the connection. Where tokens come from the
+     * sequence, a grant after a wait records nothing: the row is the
+     * holder's only if it names the holder's connection (which forgot
+     * its older rows before it waited), else holder and fence are not
+     * known. */
     if (dlock__my_fence_peek(c, key, &out->fence, out->owner,
-                             out->held ? sizeof out->owner : 0) != 0)
+                             out->held ? sizeof out->owner : 0, &rec) != 0)
         return dlock__my_fail(ms, c, "inspect fence");
+    if (out->held && dlock__my_seq_capable(c) && rec != (uint64_t)id) {
+        out->owner[0] = '\0';
+        out->fence = 0;
+    }
     if (out->held || out->fence == 0)
         return DLOCK_OK;
     if (gl_permits_held(ms, name, len, key, &permits) != 0)

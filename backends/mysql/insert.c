@@ -51,6 +51,7 @@ static const char ins_ddl_locks[] =
 
 static const char *const ins_ddl[] = {ins_ddl_locks, dlock__my_epoch_ddl,
                                       dlock__my_fence_ddl,
+                                      dlock__my_frec_ddl,
                                       dlock__my_latch_ddl, NULL};
 
 enum {
@@ -516,7 +517,7 @@ static int ins_inspect(struct dlock_session *s, const char *name, size_t len,
         snprintf(out->owner, sizeof out->owner, "%s", owner);
         out->remaining_ms = left;
     }
-    if (dlock__my_fence_peek(c, key, &out->fence, NULL, 0) != 0)
+    if (dlock__my_fence_peek(c, key, &out->fence, NULL, 0, NULL) != 0)
         return dlock__my_fail(ms, c, "inspect fence");
     /* Free as a lock but fenced: maybe a semaphore's name, held when any
      * slot's row is live (owner and lease unknown). */

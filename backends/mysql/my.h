@@ -77,6 +77,7 @@ struct dlock__my_stmt {
 enum {
     MY_SLOT_FENCE,      /* fence.c: bump the counter */
     MY_SLOT_FENCE_PEEK, /* fence.c: read it, for inspect */
+    MY_SLOT_FENCE_FORGET, /* fence.c: this connection's records unnamed */
     MY_SLOT_LATCH_SET,  /* latch.c: its four statements */
     MY_SLOT_LATCH_COUNT,
     MY_SLOT_LATCH_DOWN,
@@ -114,6 +115,12 @@ struct dlock__my_conn {
                     * table is an error, not created (CREATE commits) */
     unsigned err;  /* the last error number */
     char msg[320]; /* and its text */
+    /* fence.c's source of tokens on this connection, found at its first
+     * draw: never carried to another connection (a new one may be in a
+     * new life of the server; dlock__my_connect clears it). */
+    enum my_seq { MY_SEQ_UNKNOWN, MY_SEQ_OFF, MY_SEQ_ON } seq;
+    uint64_t seq_epoch; /* MY_SEQ_ON: an epoch known committed */
+    bool recorded;      /* MY_SEQ_ON: may have left a record naming it */
 };
 
 /* What every connection of one client shares (the backend's ctx). */
@@ -137,6 +144,9 @@ struct dlock__my_ctx {
     pthread_mutex_t mu;
     struct dlock__my_conn fence;
     bool fence_open;
+    /* DLOCK_MYSQL_FENCE=counter in the environment: the MEMORY counters
+     * even where the server has sequences (tests only: fence.c). */
+    bool fence_counters;
 };
 
 struct dlock__my_session {
@@ -267,6 +277,9 @@ size_t dlock__my_slot_name(const struct dlock__my_ctx *x, const char *name,
  * table, so a client that finds <table>_fmem made by another (its bump
  * prepares) must find <table>_epoch made already too. */
 extern const char dlock__my_fence_ddl[], dlock__my_epoch_ddl[];
+/* The records of the tokens where they come from the sequence (fence.c):
+ * part of every mode's ddl. */
+extern const char dlock__my_frec_ddl[];
 
 /*
  * A mode's try that draws the token in its own statement (fence.c's
@@ -286,6 +299,21 @@ extern const char dlock__my_fence_ddl[], dlock__my_epoch_ddl[];
     "`%1$s_fmem`.fence + LAST_INSERT_ID(0), "                              \
     "LAST_INSERT_ID(`%1$s_fmem`.fence + 1)), owner = VALUES(owner)"
 
+/*
+ * The same try where the tokens come from the sequence (fence.c, "the
+ * sequence"; c->seq == MY_SEQ_ON):
+ *     MY_SEQ_INSERT "SELECT <key>, " MY_SEQ_DRAW ", <owner>,
+ *     CONNECTION_ID() FROM <the lock> WHERE <the lock taken>" MY_SEQ_NEXT
+ * Where the lock was taken the row records the token drawn and who took
+ * it; the token is the insert id, never 0.
+ */
+#define MY_SEQ_INSERT                                                      \
+    "INSERT INTO `%1$s_frec` (lock_key, fence, owner, conn) "
+#define MY_SEQ_DRAW "LAST_INSERT_ID(NEXTVAL(`%1$s_fseq`))"
+#define MY_SEQ_NEXT                                                        \
+    " ON DUPLICATE KEY UPDATE fence = VALUES(fence), owner = VALUES(owner),"\
+    " conn = VALUES(conn)"
+
 /* Run q, a try built as above, with params: 0 and *rows, the rows it
  * wrote (0: the lock was not taken), and *out, the token (0: none; with
  * *rows > 0 the lock is held, and dlock__my_fence() draws the token: from
@@ -295,6 +323,29 @@ unsigned dlock__my_fence_with(struct dlock__my_conn *c,
                               const struct dlock__my_stmt *q,
                               MYSQL_BIND *params, my_ulonglong *rows,
                               uint64_t *out);
+/* Find c's source of tokens (c->seq), before its first draw: on a server
+ * with sequences, make sure the sequence was moved above every token of
+ * the server's earlier lives (what commits goes over side's connection
+ * if side is not NULL, as for dlock__my_fence). 0 or an error number. */
+unsigned dlock__my_seq_ready(struct dlock__my_conn *c,
+                             struct dlock__my_ctx *side);
+/* Whether the server behind c gives tokens from the sequence (without
+ * arming c): for inspect. */
+bool dlock__my_seq_capable(const struct dlock__my_conn *c);
+/* After token was drawn from the sequence on c and before it is used:
+ * its epoch must be committed (the sequence may have run past the epoch
+ * it was set in). 0 or an error number. */
+unsigned dlock__my_seq_check(struct dlock__my_conn *c,
+                             struct dlock__my_ctx *side, uint64_t token);
+/* Before c waits to draw in the waiting statement (which records
+ * nothing): no record may name c any more (c->recorded), so that inspect
+ * does not take an older record of c's for its holder. 0 or an error
+ * number. */
+unsigned dlock__my_seq_forget(struct dlock__my_conn *c);
+/* The counters' table is full where tokens come from the sequence: its
+ * records go (they only inform inspect), never a marker. 0 or an error
+ * number. */
+unsigned dlock__my_seq_room(struct dlock__my_conn *c);
 /* Bump key's counter on c, record owner as the one who took it and read
  * the new token. What commits (the move to a new epoch, a missing table's
  * CREATE) runs on c if side is NULL (c autocommits), else over side's own
@@ -302,12 +353,14 @@ unsigned dlock__my_fence_with(struct dlock__my_conn *c,
 unsigned dlock__my_fence(struct dlock__my_conn *c, struct dlock__my_ctx *side,
                          const uint8_t key[MY_KEY_LEN], const char *owner,
                          size_t owner_len, uint64_t *out);
-/* The last token handed out for key (0 if none, or none since the server
- * started) and who took it ("" if unknown, owner_cap bytes at most), for
- * inspect. */
+/* The last token recorded for key (0 if none, or none since the server
+ * started), who took it ("" if unknown, owner_cap bytes at most) and the
+ * connection id it was drawn on where the tokens come from the sequence
+ * (else 0; conn may be NULL), for inspect. */
 unsigned dlock__my_fence_peek(struct dlock__my_conn *c,
                               const uint8_t key[MY_KEY_LEN], uint64_t *out,
-                              char *owner, size_t owner_cap);
+                              char *owner, size_t owner_cap,
+                              uint64_t *conn);
 /* Prepare the bump on c before a clock starts (the floor). */
 unsigned dlock__my_fence_prepare(struct dlock__my_conn *c);
 /* A mode's ctx_close: the side connection goes with the client. */

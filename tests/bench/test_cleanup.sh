@@ -50,15 +50,17 @@ mysql_sql() {
     mariadb --no-defaults --protocol=tcp -h 127.0.0.1 -P "${hp##*:}" \
         -u "$user" "-p$pw" -N -B dlock -e "$1"
 }
-# The same, but the epoch table and the marker row of <table>_fmem (the
-# all-zero key).
+# The same, but the epoch table, the fences' sequence (MariaDB: a
+# SEQUENCE lists as a table of one row) and the marker rows of
+# <table>_fmem (the all-zero key) and <table>_frec (all 0x01).
 mysql_rows() {
     local n=0 t w
     for t in $(mysql_sql "SHOW TABLES"); do
         w=''
         case $t in
-        *_epoch) continue ;;
+        *_epoch | *_fseq) continue ;;
         *_fmem) w=" WHERE lock_key <> UNHEX(REPEAT('00', 32))" ;;
+        *_frec) w=" WHERE lock_key <> UNHEX(REPEAT('01', 32))" ;;
         esac
         n=$((n + $(mysql_sql "SELECT count(*) FROM \`$t\`$w")))
     done

@@ -293,7 +293,8 @@ static void mysql__injection_names_leave_tables_intact(void **state)
     memset(name65, 'q', 65);
     memset(name10k, 'n', 10000);
     adm_exec("DROP TABLE IF EXISTS dlock_inj, dlock_inj_fmem, "
-             "dlock_inj_epoch, dlock_inj_rows");
+             "dlock_inj_epoch, dlock_inj_rows, dlock_inj_fseq, "
+             "dlock_inj_frec");
     for (int m = 0; m < NMODES; m++) {
         dlock_client *a = client_for(modes[m], "table=dlock_inj");
         dlock_client *b = client_for(modes[m], "table=dlock_inj");
@@ -357,12 +358,12 @@ static void mysql__injection_names_leave_tables_intact(void **state)
     assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj"), 0);
     assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_rows"),
                      NHOSTILE);
-    /* One counter per name (and the epoch's marker), bumped once in each
-     * of the three modes, all in the first epoch. */
-    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_fmem"),
+    /* One record per name (and the sequence's marker), each with a
+     * token of its own, all in the first epoch. */
+    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_frec"),
                      NHOSTILE + 1);
-    assert_int_equal(adm_int("SELECT COUNT(*) FROM dlock_inj_fmem WHERE "
-                             "fence = 1 << 40 | 3"),
+    assert_int_equal(adm_int("SELECT COUNT(DISTINCT fence) FROM "
+                             "dlock_inj_frec WHERE fence >> 40 = 1"),
                      NHOSTILE);
 }
 
@@ -504,7 +505,7 @@ static void mysql__tables_created_on_first_use(void **state)
         /* Dropped behind the client's back: made again on next use (the
          * counters, like a restart, under a new epoch), and for_update's
          * CREATE did not commit the lock away. */
-        adm_exec("DROP TABLE IF EXISTS %s_fmem", t);
+        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_frec", t, t);
         assert_int_equal(dlock_try_acquire(lk), DLOCK_OK);
         assert_true(dlock_fence(lk) > 0);
         assert_int_equal(dlock_try_acquire(other), DLOCK_EBUSY);
@@ -899,7 +900,7 @@ static long long executed(long long id, const char *pattern)
  * waits; try_sql and wait_sql (LIKE) its statements. */
 static void busy_name_skips_the_try(const char *mode, const char *waiting,
                                     const char *try_sql,
-                                    const char *wait_sql)
+                                    const char *wait_sql, long long writes)
 {
     dlock_client *a = client_for(mode, NULL);
     dlock_client *b = client_for(mode, NULL);
@@ -920,10 +921,14 @@ static void busy_name_skips_the_try(const char *mode, const char *waiting,
     assert_int_equal(dlock_release(lb), DLOCK_OK);
     adm_exec("SET GLOBAL general_log = 0");
     adm_exec("SET GLOBAL log_output = '%s'", out);
-    printf("  %s waiter %lld: %lld tries, %lld waits\n", mode, id,
-           executed(id, try_sql), executed(id, wait_sql));
+    printf("  %s waiter %lld: %lld tries, %lld waits, %lld writes\n", mode,
+           id, executed(id, try_sql), executed(id, wait_sql),
+           executed(id, "INSERT INTO%"));
     assert_int_equal(executed(id, try_sql), 1);
     assert_int_equal(executed(id, wait_sql), 2);
+    /* The fence's statements: the try's, and a bump after each wait
+     * that does not draw its token itself. */
+    assert_int_equal(executed(id, "INSERT INTO%"), writes);
     dlock_lock_free(la);
     dlock_lock_free(lb);
     dlock_client_close(a);
@@ -933,7 +938,10 @@ static void busy_name_skips_the_try(const char *mode, const char *waiting,
 static void mysql__get_lock_busy_name_skips_the_try(void **state)
 {
     (void)state;
-    busy_name_skips_the_try("get_lock", WAITING_GET_LOCK, TRY_SQL, WAIT_SQL);
+    /* A wait draws its token in its own statement (fence.c's sequence):
+     * the try's is the only write. */
+    busy_name_skips_the_try("get_lock", WAITING_GET_LOCK, TRY_SQL, WAIT_SQL,
+                            1);
 }
 
 /*
@@ -948,7 +956,7 @@ static void mysql__for_update_busy_name_skips_the_try(void **state)
 {
     (void)state;
     busy_name_skips_the_try("for_update", WAITING_ROW, FU_TRY_SQL,
-                            FU_WAIT_SQL);
+                            FU_WAIT_SQL, 3);
 }
 
 /*
@@ -1404,7 +1412,7 @@ static void mysql__insert_permits_are_rows(void **state)
 
     (void)state;
     adm_exec("DROP TABLE IF EXISTS dlock_perm, dlock_perm_fmem, "
-             "dlock_perm_epoch");
+             "dlock_perm_epoch, dlock_perm_frec");
     /* First use creates the tables. */
     lk[0] = permit(c, name, 40);
     assert_int_equal(dlock_try_acquire(lk[0]), DLOCK_OK);
@@ -1639,16 +1647,18 @@ static const char *const drawing[][2] = {{"get_lock", "dlock_full"},
                                          {"for_update", "dlock_fullfu"}};
 
 /* A full MEMORY table (the smallest max_heap_table_size: a hundred rows
- * or so) moves to a new epoch and drops the older counters: every name
- * still gets tokens, each name's still increase. In the modes that draw
- * in the lock's statement, the failed draw may follow the lock taken. */
-static void mysql__fence_table_full(void **state)
+ * or so): every name still gets tokens, each name's still increase. On
+ * the counters' path (counters) it moves to a new epoch and drops the
+ * older counters; on the sequence's it drops the records. In the modes
+ * that draw in the lock's statement, the failed draw may follow the lock
+ * taken. */
+static void table_full(bool counters)
 {
     enum { NAMES = 400, AGAIN = 50 };
     static char names[NAMES][64];
     static uint64_t first[NAMES];
+    const char *rows = counters ? "fmem" : "frec"; /* the path's table */
 
-    (void)state;
     for (int m = 0; m < 2; m++) {
         const char *t = drawing[m][1];
         char extra[64];
@@ -1656,13 +1666,14 @@ static void mysql__fence_table_full(void **state)
         long long epoch0;
 
         snprintf(extra, sizeof extra, "table=%s", t);
+        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch, %s_fseq, %s_frec",
+                 t, t, t, t);
         c = client_for(drawing[m][0], extra);
-        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch", t, t);
         fence_of(c, h_name("full"));
         epoch0 = adm_int("SELECT epoch FROM %s_epoch", t);
         /* ALTER builds the table again, with this session's size limit. */
         adm_exec("SET SESSION max_heap_table_size = 16384");
-        adm_exec("ALTER TABLE %s_fmem ENGINE=MEMORY", t);
+        adm_exec("ALTER TABLE %s_%s ENGINE=MEMORY", t, rows);
         for (int i = 0; i < NAMES; i++) {
             snprintf(names[i], sizeof names[i], "%s", h_name("full"));
             first[i] = fence_of(c, names[i]);
@@ -1673,11 +1684,33 @@ static void mysql__fence_table_full(void **state)
                         "kept\n",
                 drawing[m][0], NAMES, epoch0,
                 adm_int("SELECT epoch FROM %s_epoch", t),
-                adm_int("SELECT COUNT(*) FROM %s_fmem", t));
-        assert_true(adm_int("SELECT COUNT(*) FROM %s_fmem", t) < NAMES);
-        assert_true(adm_int("SELECT epoch FROM %s_epoch", t) > epoch0);
+                adm_int("SELECT COUNT(*) FROM %s_%s", t, rows));
+        assert_true(adm_int("SELECT COUNT(*) FROM %s_%s", t, rows) < NAMES);
+        if (counters)
+            assert_true(adm_int("SELECT epoch FROM %s_epoch", t) > epoch0);
+        else { /* room made: a new name's grant is recorded */
+            const char *late = h_name("full");
+
+            fence_of(c, late);
+            assert_int_equal(adm_int("SELECT COUNT(*) FROM %s_frec WHERE "
+                                     "lock_key = UNHEX(SHA2('%s', 256))",
+                                     t, late),
+                             1);
+        }
         dlock_client_close(c);
     }
+}
+
+static void mysql__fence_table_full(void **state)
+{
+    (void)state;
+    table_full(true);
+}
+
+static void mysql__fence_table_full_records(void **state)
+{
+    (void)state;
+    table_full(false);
 }
 
 /* A get_lock name is free on the server (IS_FREE_LOCK); for_update's
@@ -1751,6 +1784,207 @@ static void mysql__fence_drawn_with_the_lock(void **state)
         dlock_client_close(c);
         dlock_client_close(o);
     }
+}
+
+/* ---- fences from the sequence (MariaDB) ---------------------------------- */
+
+/* The counters' path (servers without sequences) for one test: its
+ * clients read DLOCK_MYSQL_FENCE when they open. */
+static int counters_on(void **state)
+{
+    (void)state;
+    return setenv("DLOCK_MYSQL_FENCE", "counter", 1);
+}
+
+static int counters_off(void **state)
+{
+    (void)state;
+    return unsetenv("DLOCK_MYSQL_FENCE");
+}
+
+/* waiter waits on the server (modes[m]: for_update or get_lock) for the
+ * name holder holds, and gets it when holder lets go: waiter's fence
+ * (waiter still holds). */
+static uint64_t hand_over(int m, dlock_lock *holder, dlock_lock *waiter)
+{
+    struct waiter w = {waiter, -100};
+    pthread_t t;
+
+    pthread_create(&t, NULL, wait_thread, &w);
+    assert_true(adm_poll(m == 1 ? WAITING_ROWS : WAITING_GET_LOCKS, 10000) >
+                0);
+    assert_int_equal(dlock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    return dlock_fence(waiter);
+}
+
+/* la takes the name with a try, and lb gets it after a wait: lb's
+ * fence (lb still holds). */
+static uint64_t waited_fence(int m, dlock_lock *la, dlock_lock *lb)
+{
+    assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
+    return hand_over(m, la, lb);
+}
+
+/* Acquire lk (which may first find its connection killed: core then
+ * gives it a new one), within a few attempts. */
+static void acquire_again(dlock_lock *lk)
+{
+    int rc = DLOCK_ECONNECT;
+
+    for (int i = 0; i < 5 && rc == DLOCK_ECONNECT; i++)
+        rc = dlock_acquire(lk, 5000);
+    if (rc != DLOCK_OK)
+        fail_msg("acquire: %s", dlock_lock_errmsg(lk));
+}
+
+/*
+ * Where tokens come from the sequence, a connection draws only once it
+ * has seen the sequence set above every earlier life of the server, and
+ * it looks again on every new connection: a restart played on the
+ * server (every dlock connection killed, the MEMORY table emptied, the
+ * sequence sent back, as a SIGKILL may leave it), and the tokens after
+ * it, a try and (get_lock, for_update) a waited grant, stay above every
+ * one before. Kept from one connection to the next, the sequence's
+ * arming would let NEXTVAL hand out 1 again.
+ */
+static void mysql__fence_sequence_armed_per_connection(void **state)
+{
+    const char *t = "dlock_arm";
+
+    (void)state;
+    adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch, %s_rows, %s_fseq, "
+             "%s_frec", t, t, t, t, t);
+    for (int m = 0; m < NMODES; m++) {
+        dlock_client *a = client_for(modes[m], "table=dlock_arm");
+        dlock_client *b = client_for(modes[m], "table=dlock_arm");
+        const char *name = h_name("arm");
+        dlock_lock *la = h_lock(a, name, 0, 0), *lb = h_lock(b, name, 0, 0);
+        uint64_t before, f2, f3 = 0;
+
+        assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
+        before = dlock_fence(la);
+        assert_int_equal(dlock_release(la), DLOCK_OK);
+        if (m > 0) {
+            before = waited_fence(m, la, lb);
+            assert_int_equal(dlock_release(lb), DLOCK_OK);
+        }
+        assert_true(kill_dlock_connections() >= 1);
+        adm_exec("DELETE FROM %s_frec", t);
+        adm_exec("DELETE FROM %s_fmem", t);
+        adm_int("SELECT SETVAL(%s_fseq, 0)", t); /* ignored: never lower */
+        adm_exec("ALTER SEQUENCE %s_fseq RESTART WITH 1", t);
+        acquire_again(la);
+        f2 = dlock_fence(la);
+        assert_int_equal(dlock_release(la), DLOCK_OK);
+        if (m > 0) {
+            /* lb's connection was killed too: its wait draws on a new one. */
+            acquire_again(lb);
+            assert_int_equal(dlock_release(lb), DLOCK_OK);
+            f3 = waited_fence(m, la, lb);
+            assert_int_equal(dlock_release(lb), DLOCK_OK);
+        }
+        fprintf(stderr, "  %s: %llx before; %llx, %llx after\n", modes[m],
+                (unsigned long long)before, (unsigned long long)f2,
+                (unsigned long long)f3);
+        assert_true(f2 > before);
+        assert_true(m == 0 || f3 > f2);
+        dlock_lock_free(la);
+        dlock_lock_free(lb);
+        dlock_client_close(a);
+        dlock_client_close(b);
+    }
+}
+
+/*
+ * The sequence runs on past the epoch it was set in (2^40 tokens in one
+ * life of the server): a token of a higher epoch is used only once that
+ * epoch is committed, so the next life starts above it. Played with
+ * SETVAL just below the next epoch, for a try and a waited grant.
+ */
+static void mysql__fence_sequence_runs_past_its_epoch(void **state)
+{
+    (void)state;
+    for (int m = 0; m < NMODES; m++) {
+        char t[32], extra[64];
+        dlock_client *a, *b;
+        const char *name = h_name("past");
+        dlock_lock *la, *lb;
+        uint64_t f1, f2, f3;
+
+        snprintf(t, sizeof t, "dlock_past%d", m);
+        snprintf(extra, sizeof extra, "table=%s", t);
+        adm_exec("DROP TABLE IF EXISTS %s_fmem, %s_epoch, %s_rows, %s_fseq, "
+                 "%s_frec", t, t, t, t, t);
+        a = client_for(modes[m], extra);
+        b = client_for(modes[m], extra);
+        la = h_lock(a, name, 0, 0);
+        lb = h_lock(b, name, 0, 0);
+        f1 = fence_of(a, name);
+        adm_int("SELECT SETVAL(%s_fseq, %llu)", t,
+                (unsigned long long)(((EPOCH(f1) + 1) << 40) - 1));
+        f2 = fence_of(a, name);
+        assert_int_equal(f2, (EPOCH(f1) + 1) << 40);
+        assert_int_equal(adm_int("SELECT epoch FROM %s_epoch", t),
+                         EPOCH(f2));
+        f3 = f2;
+        if (m > 0) {
+            /* The sequence moved while la holds: lb's wait draws past. */
+            assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
+            adm_int("SELECT SETVAL(%s_fseq, %llu)", t,
+                    (unsigned long long)(((EPOCH(f2) + 1) << 40) - 1));
+            f3 = hand_over(m, la, lb);
+            assert_int_equal(dlock_release(lb), DLOCK_OK);
+            assert_int_equal(f3, (EPOCH(f2) + 1) << 40);
+            assert_int_equal(adm_int("SELECT epoch FROM %s_epoch", t),
+                             EPOCH(f3));
+        }
+        fprintf(stderr, "  %s: %llx, %llx, %llx\n", modes[m],
+                (unsigned long long)f1, (unsigned long long)f2,
+                (unsigned long long)f3);
+        dlock_lock_free(la);
+        dlock_lock_free(lb);
+        dlock_client_close(a);
+        dlock_client_close(b);
+    }
+}
+
+/*
+ * get_lock's grant after a wait draws in the waiting statement and
+ * records nothing, so inspect must not take an older record for the
+ * holder's: a connection forgets its records before it waits. Here a's
+ * connection recorded a try, then gets the name after a wait: inspect
+ * shows its fence and owner or none, never the older record's.
+ */
+static void mysql__inspect_after_a_wait_names_no_one_else(void **state)
+{
+    dlock_client *a = client_for("get_lock", NULL);
+    dlock_client *b = client_for("get_lock", NULL);
+    dlock_client *o = client_for("get_lock", NULL);
+    const char *name = h_name("recorded");
+    dlock_lock *la = h_lock(a, name, 0, 0), *lb = h_lock(b, name, 0, 0);
+    dlock_state st = DLOCK_STATE_INIT;
+    uint64_t waited;
+
+    (void)state;
+    waited_fence(2, la, lb); /* la's try recorded; lb waited */
+    waited = hand_over(2, lb, la); /* and la waits */
+    assert_int_equal(dlock_inspect(o, name, &st), DLOCK_OK);
+    fprintf(stderr, "  waited %llx; inspect: fence %llx, owner '%s'\n",
+            (unsigned long long)waited,
+            (unsigned long long)st.fence, st.owner);
+    assert_int_equal(st.held, 1);
+    if (st.fence != 0 || st.owner[0] != '\0') {
+        assert_int_equal(st.fence, waited);
+        assert_string_equal(st.owner, dlock_lock_owner(la));
+    }
+    assert_int_equal(dlock_release(la), DLOCK_OK);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    dlock_client_close(o);
 }
 
 /* One grant a fencer logged: mode, when its acquire began and returned,
@@ -1954,9 +2188,17 @@ int main(int argc, char **argv)
         cmocka_unit_test(mysql__insert_permits_are_rows),
     };
     const struct CMUnitTest fence[] = {
-        cmocka_unit_test(mysql__fence_counter_runs_out),
-        cmocka_unit_test(mysql__fence_table_full),
-        cmocka_unit_test(mysql__fence_drawn_with_the_lock),
+        cmocka_unit_test_setup_teardown(mysql__fence_counter_runs_out,
+                                        counters_on, counters_off),
+        cmocka_unit_test_setup_teardown(mysql__fence_table_full,
+                                        counters_on, counters_off),
+        cmocka_unit_test_setup_teardown(mysql__fence_drawn_with_the_lock,
+                                        counters_on, counters_off),
+        cmocka_unit_test(mysql__fence_table_full_records),
+        cmocka_unit_test(mysql__fence_sequence_runs_past_its_epoch),
+        cmocka_unit_test(mysql__inspect_after_a_wait_names_no_one_else),
+        cmocka_unit_test_setup_teardown(
+            mysql__fence_sequence_armed_per_connection, NULL, reconnect),
         cmocka_unit_test_setup_teardown(mysql__fences_above_all_after_a_crash,
                                         NULL, reconnect),
     };
