@@ -374,7 +374,7 @@ static int fair_acquire_m(struct dlock_session *s,
             wake = now + hint;
         if (wake > deadline_ms)
             wake = deadline_ms;
-        if ((rc = dlock__rd_sub_sleep(rs, c, &gen, wake)) < 0)
+        if ((rc = dlock__rd_sub_sleep(rs, c, &gen, wake, NULL, 0)) < 0)
             break;
     }
     dlock__rd_sub_drop(rs, c);

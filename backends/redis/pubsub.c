@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -134,6 +135,12 @@ static bool ps_on_reply(struct dlock__rd_pubsub *ps, redisReply *r)
         return true;
     }
     if (strcmp(kind, "message") == 0) {
+        const redisReply *m = r->element[2];
+        size_t n = m->type == REDIS_REPLY_STRING ? m->len : 0;
+        if (n >= sizeof c->msg)
+            n = 0; /* not a grant: nothing queue.c would read */
+        memcpy(c->msg, n > 0 ? m->str : "", n);
+        c->msg[n] = '\0';
         c->gen++;
         c->last_msg_ns = dlock_now_ns();
         pthread_cond_broadcast(&c->cv);
@@ -539,7 +546,7 @@ struct dlock__rd_chan *dlock__rd_sub_hold(struct dlock__rd_session *rs,
 
 int dlock__rd_sub_sleep(struct dlock__rd_session *rs,
                         struct dlock__rd_chan *c, uint64_t *gen,
-                        int64_t deadline)
+                        int64_t deadline, char *msg, size_t cap)
 {
     struct dlock__rd_pubsub *ps = &rs->x->ps;
     int rc;
@@ -552,6 +559,8 @@ int dlock__rd_sub_sleep(struct dlock__rd_session *rs,
     chan_sleep(&rs->base, ps, c, *gen, deadline);
     rc = c->gen != *gen ? 1 : 0;
     *gen = c->gen;
+    if (rc == 1 && cap > 0)
+        snprintf(msg, cap, "%s", c->msg);
     pthread_mutex_unlock(&ps->mu);
     if (rc == 0 && (rc = dlock_session_cancelled(&rs->base)) == 0)
         return 0;

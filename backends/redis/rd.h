@@ -128,6 +128,9 @@ struct dlock__rd_keys {
     /* A permit request's count of permits, as text (RD_ARG_PERMITS);
      * timeouts then holds Redisson's "{name}:timeout" set. */
     char permits[12];
+    /* queue: this acquire's own number (RD_ARG_NONCE), which its queue
+     * entry and its grant message carry. */
+    char nonce[24];
 };
 
 struct dlock__rd_session;
@@ -160,8 +163,9 @@ enum {
     RD_SC_ACQUIRE, /* one attempt */
     RD_SC_RELEASE,
     RD_SC_RENEW,
-    RD_SC_QUEUE,   /* fair: an attempt that queues (or stays queued) */
-    RD_SC_GIVEUP,  /* fair: leave the queue */
+    RD_SC_QUEUE,   /* fair, queue: an attempt that queues (or stays
+                      queued) */
+    RD_SC_GIVEUP,  /* fair, queue: leave the queue */
     RD_SC_P_ACQUIRE, /* hash: a permit of a semaphore (Redisson's */
     RD_SC_P_RELEASE, /* RPermitExpirableSemaphore), in the order of */
     RD_SC_P_RENEW,   /* RD_SC_ACQUIRE, _RELEASE, _RENEW */
@@ -181,7 +185,8 @@ enum {
     RD_ARG_TIMEOUTS, /* keys.timeouts */
     RD_ARG_WAIT,    /* keys.wait */
     RD_ARG_NOW,     /* keys.now */
-    RD_ARG_PERMITS  /* keys.permits */
+    RD_ARG_PERMITS, /* keys.permits */
+    RD_ARG_NONCE    /* keys.nonce */
 };
 #define RD_ARGS_MAX 9
 
@@ -225,6 +230,9 @@ struct dlock__rd_chan {
     uint64_t confirmed_ns;   /* when the subscription was confirmed */
     uint64_t last_msg_ns;    /* when the last release was seen */
     int64_t idle_since_ms;   /* refs fell to 0 */
+    /* The last message's text, cut to fit (queue.c reads its grants
+     * here: a waiter's own channel carries nothing else). */
+    char msg[64];
     pthread_cond_t cv;
 };
 
@@ -357,6 +365,9 @@ struct dlock__rd_mode {
     bool nodes;
     /* A wait queue at the server (fair): wait_time= and clock=. */
     bool queue;
+    /* A wait queue whose release hands the lock over (queue): no
+     * cluster=1, no sync_replicas=. */
+    bool handoff;
     /* The scripts, by RD_SC_*: loaded on each connection. */
     const struct dlock__rd_script *script[RD_SC_COUNT];
     /* Lay out the keys of a name into k (0, or -1 out of memory). */
@@ -574,18 +585,19 @@ int dlock__rd_pubsub_init(struct dlock__rd_pubsub *ps,
 void dlock__rd_pubsub_stop(struct dlock__rd_pubsub *ps);
 int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
                    uint32_t max_ms);
-/* fair.c's waiter: its own channel (name), held subscribed through a
- * native wait. hold() starts holding and waits for the subscription to be
- * confirmed, at most until deadline; NULL only when out of memory. sleep()
- * waits for a message on it (or the pub/sub connection's loss) after
- * *gen, the deadline or a cancel: 1 woken (*gen moves on), 0 the
- * deadline, or the cancel's code. drop() lets it go. */
+/* fair.c's and queue.c's waiter: its own channel (name), held subscribed
+ * through a native wait. hold() starts holding and waits for the
+ * subscription to be confirmed, at most until deadline; NULL only when out
+ * of memory. sleep() waits for a message on it (or the pub/sub
+ * connection's loss) after *gen, the deadline or a cancel: 1 woken (*gen
+ * moves on; msg, if cap > 0, gets the last message's text, "" if none
+ * came), 0 the deadline, or the cancel's code. drop() lets it go. */
 struct dlock__rd_chan *dlock__rd_sub_hold(struct dlock__rd_session *rs,
                                           const struct dlock__rd_buf *name,
                                           int64_t deadline, uint64_t *gen);
 int dlock__rd_sub_sleep(struct dlock__rd_session *rs,
                         struct dlock__rd_chan *c, uint64_t *gen,
-                        int64_t deadline);
+                        int64_t deadline, char *msg, size_t cap);
 void dlock__rd_sub_drop(struct dlock__rd_session *rs,
                         struct dlock__rd_chan *c);
 
@@ -675,6 +687,7 @@ int dlock__rd_redisson_lock_key(struct dlock__rd_keys *k,
 #define RD_WRITER_MARK_MS 2000
 #define RD_WRITER_RETRY_MS 500
 extern const struct dlock__rd_mode dlock__rd_mode_fair;
+extern const struct dlock__rd_mode dlock__rd_mode_queue;
 extern const struct dlock__rd_mode dlock__rd_mode_redlock;
 
 /* ---- latch.c: count-down latches (Redisson's RCountDownLatch) ------------ */

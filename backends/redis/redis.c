@@ -68,7 +68,7 @@
 /* The modes, the default first. */
 static const struct dlock__rd_mode *const rd_modes_own[] = {
     &dlock__rd_mode_setnx, &dlock__rd_mode_hash, &dlock__rd_mode_rwlock,
-    &dlock__rd_mode_fair,
+    &dlock__rd_mode_fair, &dlock__rd_mode_queue,
     &dlock__rd_mode_redlock, NULL};
 
 /* ---- choosing the mode --------------------------------------------------------- */
@@ -285,7 +285,7 @@ static void rd_close(struct dlock_session *s)
 static const struct dlock_mode *const rd_modes[] = {
     &dlock__rd_mode_setnx.base, &dlock__rd_mode_hash.base,
     &dlock__rd_mode_rwlock.base, &dlock__rd_mode_fair.base,
-    &dlock__rd_mode_redlock.base, NULL};
+    &dlock__rd_mode_queue.base, &dlock__rd_mode_redlock.base, NULL};
 
 static const char *const rd_params[] = {
     "redlock",  "drift",         "node_timeout", "restart_delay",
