@@ -409,6 +409,8 @@ const struct dlock__rd_mode dlock__rd_mode_fair = {
              .release = dlock__rd_single_release,
              .inspect = dlock__rd_inspect_single,
              .floor = fair_floor, .forget = dlock__rd_forget,
+             .floor_wait = dlock__rd_floor_wait,
+             .server_cpu = dlock__rd_server_cpu,
              .latch = &dlock__rd_latch},
     .script = {&fair_acquire, &fair_release, &dlock__rd_hash_renew,
                &fair_queue, &fair_giveup},

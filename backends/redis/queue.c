@@ -469,6 +469,8 @@ const struct dlock__rd_mode dlock__rd_mode_queue = {
              .release = dlock__rd_single_release,
              .inspect = dlock__rd_inspect_single,
              .floor = queue_floor, .forget = dlock__rd_forget,
+             .floor_wait = dlock__rd_floor_wait,
+             .server_cpu = dlock__rd_server_cpu,
              .latch = &dlock__rd_latch},
     .script = {&queue_try, &queue_release, &dlock__rd_setnx_renew,
                &queue_queue, &queue_giveup},

@@ -402,7 +402,8 @@ struct dlock__rd_mode {
     .acquire = dlock__rd_single_acquire, .renew = dlock__rd_single_renew,   \
     .release = dlock__rd_single_release, .wait = dlock__rd_wait,            \
     .inspect = dlock__rd_inspect_single,                                    \
-    .latch = &dlock__rd_latch
+    .latch = &dlock__rd_latch, .floor_wait = dlock__rd_floor_wait,          \
+    .server_cpu = dlock__rd_server_cpu
 #define RD_SINGLE_MODE_BASE                                                 \
     .caps = RD_SINGLE_CAPS, .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),  \
     RD_SINGLE_MODE_METHODS
@@ -568,6 +569,16 @@ int dlock__rd_floor_nodes(const struct dlock__rd_mode *m,
                           const struct dlock_uri *uri, const char *name,
                           uint32_t n, uint64_t *ns_out, char *err,
                           size_t errlen);
+/* The contended floor (SET NX PX spinning) and INFO cpu's CPU time of
+ * the one server: dlock_mode.floor_wait and .server_cpu of every
+ * single-server mode. */
+int dlock__rd_floor_wait(const struct dlock_mode *mode,
+                         const struct dlock_uri *uri, const char *name,
+                         uint32_t wait_ms, int (*go_on)(void *arg, int held),
+                         void *arg, char *err, size_t errlen);
+int dlock__rd_server_cpu(const struct dlock_mode *mode,
+                         const struct dlock_uri *uri, uint64_t *ns_out,
+                         char *err, size_t errlen);
 /* The bench's clean-up (dlock_mode.forget of every mode): UNLINK every
  * key of each name, on its server or on every node. */
 int dlock__rd_forget(const struct dlock_mode *mode,
