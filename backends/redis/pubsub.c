@@ -6,10 +6,11 @@
  * then re-checks the lock key on its own session, so a release between the
  * EBUSY attempt and the subscription is never missed [B-WAIT-1].
  *
- * Mode fair waits inside its acquire() instead, each waiter on a channel
- * of its own that it keeps subscribed while it is queued: the
- * subscription is how other clients see that it is alive (fair.c); the
- * sub_* functions at the end serve it.
+ * Modes fair and queue wait inside their acquire() instead, each waiter
+ * on a channel of its own that it keeps subscribed while it is queued:
+ * the subscription is how other clients see that it is alive (fair.c,
+ * queue.c); the sub_* functions at the end serve them, and each channel
+ * keeps its last message (queue's grant, fence included).
  *
  * Which channel a name has is its mode's (the keys method); connecting is
  * conn.c's. Redlock has no pub/sub: its mode neither sets this up nor
@@ -513,7 +514,7 @@ out:
     return rc;
 }
 
-/* ---- a waiter's own channel (fair.c) ------------------------------------------------------- */
+/* ---- a waiter's own channel (fair.c, queue.c) ---------------------------------------------- */
 
 struct dlock__rd_chan *dlock__rd_sub_hold(struct dlock__rd_session *rs,
                                           const struct dlock__rd_buf *name,

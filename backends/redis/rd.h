@@ -16,10 +16,12 @@
  *   rwlock.c    mode rwlock: Redisson's RReadWriteLock names and Lua
  *   fair.c      mode fair: Redisson's RFairLock queue, its Lua, and the
  *               native wait that keeps a waiter's place alive
+ *   queue.c     mode queue: a FIFO whose release hands the lock to the
+ *               first live waiter; its Lua and its native wait
  *   hash.c      mode hash: Redisson's RLock names and Lua, and its
  *               RPermitExpirableSemaphore's for permits
  *   redlock.c   mode redlock: acquire, renew, release over N masters
- *   single.c    what setnx, hash, rwlock and fair share: a session's one
+ *   single.c    what setnx, hash, rwlock, fair and queue share: a session's one
  *               connection, acquire, pipelined renew, release
  *   latch.c     count-down latches of those modes: Redisson's
  *               RCountDownLatch key, scripts and channel
@@ -237,7 +239,7 @@ struct dlock__rd_chan {
 };
 
 /* The pub/sub part of a client whose mode notifies (setnx, hash, rwlock,
- * fair): one connection, owned by one thread, for every channel its
+ * fair, queue): one connection, owned by one thread, for every channel its
  * waiters wait on. Everything below on is under mu. */
 struct dlock__rd_pubsub {
     bool on;                /* set up (a NOTIFY mode) */
