@@ -283,7 +283,9 @@ static int q_handed(struct dlock__rd_session *rs,
                     const struct dlock_request *req, struct dlock_grant *g,
                     long long fence, int64_t t0, long long s0, long long s1)
 {
-    int64_t now = dlock_now_ms(), gap = s1 > s0 ? (s1 - s0) / 1000 : 0;
+    /* No server time from the queue script (s0 0): count from t0. */
+    int64_t now = dlock_now_ms(),
+            gap = s0 > 0 && s1 > s0 ? (s1 - s0) / 1000 : 0;
     int64_t at = t0 + gap - gap / 1000;
     char lease[16];
     redisReply *r;
