@@ -377,7 +377,7 @@ static int fair_acquire_m(struct dlock_session *s,
         if ((rc = dlock__rd_sub_sleep(rs, c, &gen, wake, NULL, 0)) < 0)
             break;
     }
-    dlock__rd_sub_drop(rs, c);
+    dlock__rd_sub_drop(rs, c, false);
     return rc == DLOCK_OK ? rc : give_up(rs, req, rc);
 }
 

@@ -228,7 +228,7 @@ static int rd_latch_await(struct dlock_session *s, const char *name,
         if ((rc = dlock__rd_sub_sleep(rs, c, &gen, wake, NULL, 0)) < 0)
             break;
     }
-    dlock__rd_sub_drop(rs, c);
+    dlock__rd_sub_drop(rs, c, false);
     return rc;
 }
 

@@ -569,7 +569,7 @@ int dlock__rd_sub_sleep(struct dlock__rd_session *rs,
 }
 
 void dlock__rd_sub_drop(struct dlock__rd_session *rs,
-                        struct dlock__rd_chan *c)
+                        struct dlock__rd_chan *c, bool at_once)
 {
     struct dlock__rd_pubsub *ps = &rs->x->ps;
 
@@ -577,5 +577,10 @@ void dlock__rd_sub_drop(struct dlock__rd_session *rs,
         return;
     pthread_mutex_lock(&ps->mu);
     chan_put(ps, c);
+    if (at_once && c->refs == 0) {
+        /* Its linger is over: the thread unsubscribes it now. */
+        c->idle_since_ms = dlock_now_ms() - LINGER_MS;
+        ps_wake(ps);
+    }
     pthread_mutex_unlock(&ps->mu);
 }

@@ -61,14 +61,16 @@
  * process's entries are skipped at once (the kernel closes its socket,
  * Redis drops the subscription). A deadline, a cancel or an error runs
  * give-up: if the lock was handed to us meanwhile, a deadline returns it
- * as granted, a cancel releases it (which passes it on). An expired lock
+ * as granted, a cancel releases it (which passes it on); a give-up that
+ * cannot reach the server leaves the entry, and the waiter's channel is
+ * then unsubscribed at once (not after pubsub.c's linger), so that
+ * releases skip the entry. An expired lock
  * (its holder died) is announced by nobody: each waiter sleeps at most
  * the lock's PTTL, then runs the queue script, which passes a free lock
  * to the head (it may be another waiter: woken by its message). Limits:
- * a waiter whose connection broke leaves its entry; its channel lingers
- * LINGER_MS in its process (pubsub.c), so a hand-off in that window is
- * lost for a lease (or until the same handle asks again: the lock is
- * then found ours). A SIGSTOPped waiter keeps its subscription and so its
+ * a hand-off to a waiter whose connection broke, in the moment before its
+ * process unsubscribes, is lost for a lease (or until the same handle
+ * asks again: the lock is then found ours). A SIGSTOPped waiter keeps its subscription and so its
  * place, and a lock handed to it waits for it for a lease. A waiter whose
  * pub/sub connection drops is skipped while it is down and re-queued at
  * the back when it wakes.
@@ -441,8 +443,15 @@ static int queue_acquire(struct dlock_session *s,
         }
     }
 out:
-    dlock__rd_sub_drop(rs, c);
-    return rc == DLOCK_OK ? rc : give_up(rs, req, grant, rc);
+    if (rc == DLOCK_OK) {
+        dlock__rd_sub_drop(rs, c, false); /* kept a while for the next */
+        return rc;
+    }
+    rc = give_up(rs, req, grant, rc);
+    /* Could not leave the line (the connection broke): our entry stays,
+     * so our channel must not: a release skips an entry nobody hears. */
+    dlock__rd_sub_drop(rs, c, rc == DLOCK_ECONNECT);
+    return rc;
 }
 
 /* ---- the mode ------------------------------------------------------------------------ */

@@ -604,7 +604,9 @@ int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
  * of memory. sleep() waits for a message on it (or the pub/sub
  * connection's loss) after *gen, the deadline or a cancel: 1 woken (*gen
  * moves on; msg, if cap > 0, gets the last message's text, "" if none
- * came), 0 the deadline, or the cancel's code. drop() lets it go. */
+ * came), 0 the deadline, or the cancel's code. drop() lets it go: it is
+ * unsubscribed LINGER_MS after nobody holds it, or at once if at_once
+ * (queue.c: a waiter that could not leave the line must not look alive). */
 struct dlock__rd_chan *dlock__rd_sub_hold(struct dlock__rd_session *rs,
                                           const struct dlock__rd_buf *name,
                                           int64_t deadline, uint64_t *gen);
@@ -612,7 +614,7 @@ int dlock__rd_sub_sleep(struct dlock__rd_session *rs,
                         struct dlock__rd_chan *c, uint64_t *gen,
                         int64_t deadline, char *msg, size_t cap);
 void dlock__rd_sub_drop(struct dlock__rd_session *rs,
-                        struct dlock__rd_chan *c);
+                        struct dlock__rd_chan *c, bool at_once);
 
 int dlock__rd_single_open(struct dlock__rd_session *rs, char *err,
                           size_t errlen);

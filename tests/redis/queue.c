@@ -19,6 +19,9 @@
  *                   at shifting offsets: either granted, or the lock is
  *                   free and the line empty at once (never handed to a
  *                   waiter that has gone).
+ *   broken waiter   a waiter whose session was killed cannot leave the
+ *                   line; once its acquire gave up, its channel is
+ *                   unsubscribed at once, and the release skips it.
  *   bad URIs        combinations the mode refuses name the parameter.
  *
  * Timing bounds are generous: they check what happens and in which order,
@@ -330,6 +333,69 @@ static void queue__giveup_race_leaves_no_stuck_lock(void **state)
     dlock_client_close(c);
 }
 
+/* ---- a waiter whose session broke -------------------------------------------------- */
+
+/* CLIENT KILL every connection of this process to the server that is not
+ * subscribed (sub=0) and not rc itself: the dlock sessions, not the
+ * pub/sub connection. How many. */
+static int kill_sessions(redisContext *rc)
+{
+    redisReply *me = rcmd(rc, "CLIENT ID"), *list = rcmd(rc, "CLIENT LIST");
+    char *line, *save = NULL;
+    int n = 0;
+
+    assert_int_equal(list->type, REDIS_REPLY_STRING);
+    for (line = strtok_r(list->str, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        long long id = atoll(strstr(line, "id=") + 3);
+        if (id == me->integer || strstr(line, " sub=0 ") == NULL ||
+            strstr(line, " cmd=evalsha") == NULL)
+            continue;
+        freeReplyObject(rcmd(rc, "CLIENT KILL ID %lld", id));
+        n++;
+    }
+    freeReplyObject(list);
+    freeReplyObject(me);
+    return n;
+}
+
+/*
+ * A waiter whose session broke cannot leave the line: its entry stays.
+ * Its channel must not stay subscribed after its acquire gave up, or the
+ * next release hands it the lock and nobody has it for a lease (30 s).
+ */
+static void queue__broken_waiter_is_not_handed_the_lock(void **state)
+{
+    const char *name = h_name("broken");
+    dlock_client *c = h_client(uri), *c2 = h_client(uri);
+    dlock_lock *h = rt_lock(c, name, 30000), *t = rt_lock(c, name, 30000);
+    struct waiter w = {rt_lock(c2, name, 30000), 1500, -99, 0};
+    redisContext *rc = raw();
+    pthread_t th;
+
+    (void)state;
+    assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
+    assert_int_equal(pthread_create(&th, NULL, waiter_main, &w), 0);
+    assert_true(line_reaches(c, name, 1, 10000));
+    /* The holder's session too (it has run a script): dlock releases
+     * over a fresh one [B-CONN-2]. */
+    assert_true(kill_sessions(rc) >= 1);
+    pthread_join(th, NULL);
+    assert_int_not_equal(atomic_load(&w.rc), DLOCK_OK);
+    assert_int_equal(look(c, name).waiters, 1); /* it could not leave */
+    h_sleep_ms(300); /* its process unsubscribes its channel */
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    /* Skipped: the lock is free for anyone. */
+    assert_int_equal(dlock_acquire(t, 0), DLOCK_OK);
+    assert_int_equal(dlock_release(t), DLOCK_OK);
+    redisFree(rc);
+    dlock_lock_free(w.lk);
+    dlock_lock_free(t);
+    dlock_lock_free(h);
+    dlock_client_close(c2);
+    dlock_client_close(c);
+}
+
 /* ---- bad URIs ------------------------------------------------------------------ */
 
 static void queue__bad_uris_name_the_parameter(void **state)
@@ -371,6 +437,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(queue__killed_waiter_is_skipped),
         cmocka_unit_test(queue__expired_holder_passes_to_the_line),
         cmocka_unit_test(queue__giveup_race_leaves_no_stuck_lock),
+        cmocka_unit_test(queue__broken_waiter_is_not_handed_the_lock),
     };
     int rc;
 
