@@ -499,8 +499,10 @@ int dlock_backend_modes(const char *uri, dlock_mode_info *out, size_t cap,
     return DLOCK_OK;
 }
 
-/* The bench's methods of a mode: the slot, NULL before version 5. */
-enum bench_slot { BENCH_FLOOR, BENCH_FENCE, BENCH_FORGET, BENCH_FLOOR_WAIT };
+/* The bench's methods of a mode: the slot, NULL before version 5 (6 for
+ * server_cpu). */
+enum bench_slot { BENCH_FLOOR, BENCH_FENCE, BENCH_FORGET, BENCH_FLOOR_WAIT,
+                  BENCH_SERVER_CPU };
 
 /* What floor_wait takes besides the name. */
 struct bench_wait {
@@ -517,7 +519,7 @@ static int bench_call(enum bench_slot which, const char *uri,
                       const struct bench_wait *w, char *err, size_t errlen)
 {
     static const char *const what[] = {"floor", "fence", "forget",
-                                       "floor_wait"};
+                                       "floor_wait", "server_cpu"};
     const struct dlock_backend *b;
     const struct dlock_mode *m;
     struct dlock_uri *u = NULL;
@@ -533,8 +535,11 @@ static int bench_call(enum bench_slot which, const char *uri,
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "floor_wait: name, go_on and wait_ms > 0 are "
                             "required");
-    if (name == NULL || name[0] == '\0' ||
-        ((which == BENCH_FLOOR || which == BENCH_FENCE) && ns_out == NULL))
+    if (which == BENCH_SERVER_CPU && ns_out == NULL)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "server_cpu: ns_out is required");
+    if (which != BENCH_SERVER_CPU && (name == NULL || name[0] == '\0' ||
+        ((which == BENCH_FLOOR || which == BENCH_FENCE) && ns_out == NULL)))
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "%s: name%s required", what[which],
                             which != BENCH_FORGET ? ", n and ns_out are"
@@ -551,7 +556,9 @@ static int bench_call(enum bench_slot which, const char *uri,
                : b->version < 5        ? false
                : which == BENCH_FENCE  ? m->fence_floor != NULL
                : which == BENCH_FORGET ? m->forget != NULL
-                                       : m->floor_wait != NULL;
+               : which == BENCH_FLOOR_WAIT ? m->floor_wait != NULL
+               : b->version < 6        ? false
+                                       : m->server_cpu != NULL;
         if (!have)
             rc = dlock_errorf(raw, sizeof raw, DLOCK_EUNSUPPORTED,
                               "%s: %s mode %s has %s", what[which],
@@ -561,7 +568,9 @@ static int bench_call(enum bench_slot which, const char *uri,
                                   ? "no fence apart from its lock"
                               : which == BENCH_FORGET
                                   ? "no way to forget a name"
-                                  : "no waiting request");
+                              : which == BENCH_FLOOR_WAIT
+                                  ? "no waiting request"
+                                  : "no count of its server's CPU");
     }
     if (rc == DLOCK_OK && (rc = dlock_global_init()) == DLOCK_OK) {
         if (which == BENCH_FLOOR)
@@ -570,6 +579,8 @@ static int bench_call(enum bench_slot which, const char *uri,
             rc = m->fence_floor(m, u, name, n, ns_out, raw, sizeof raw);
         else if (which == BENCH_FORGET)
             rc = m->forget(m, u, names, n, raw, sizeof raw);
+        else if (which == BENCH_SERVER_CPU)
+            rc = m->server_cpu(m, u, ns_out, raw, sizeof raw);
         else
             rc = m->floor_wait(m, u, name, w->wait_ms, w->go_on, w->arg, raw,
                                sizeof raw);
@@ -609,5 +620,12 @@ int dlock_bench_forget(const char *uri, const char *const *names, size_t n,
         return dlock_errorf(err, errlen, DLOCK_EINVAL,
                             "forget: at most %u names at once", UINT32_MAX);
     return bench_call(BENCH_FORGET, uri, names, (uint32_t)n, NULL, NULL, err,
+                      errlen);
+}
+
+int dlock_bench_server_cpu(const char *uri, uint64_t *ns_out, char *err,
+                           size_t errlen)
+{
+    return bench_call(BENCH_SERVER_CPU, uri, NULL, 0, ns_out, NULL, err,
                       errlen);
 }

@@ -115,6 +115,7 @@ for b in $built; do
             "redis-hash|\$DLOCK_TEST_REDIS_URI?mode=hash|redis"
             "redis-rwlock|\$DLOCK_TEST_REDIS_URI?mode=rwlock&prefer=writer|redis"
             "redis-fair|\$DLOCK_TEST_REDIS_URI?mode=fair|redis"
+            "redis-queue|\$DLOCK_TEST_REDIS_URI?mode=queue|redis"
             "redlock|redlock://\$DLOCK_TEST_REDIS5_HOSTS|redis5"
             "redis-cluster-setnx|\$DLOCK_TEST_RCLUSTER_URI&mode=setnx|rcluster")
         kinds+=(redis redis5 rcluster) ;;

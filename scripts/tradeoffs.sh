@@ -96,6 +96,7 @@ if [ "${1:-}" = --inner ]; then
                 "redis hash|$DLOCK_TEST_REDIS_URI?mode=hash|redis|"
                 "redis rwlock|$DLOCK_TEST_REDIS_URI?mode=rwlock|redis|"
                 "redis fair|$DLOCK_TEST_REDIS_URI?mode=fair|redis|"
+                "redis queue|$DLOCK_TEST_REDIS_URI?mode=queue|redis|"
                 "redlock|redlock://$DLOCK_TEST_REDIS5_HOSTS?restart_delay=0|redis5 1|redis5")
             if part scenarios; then
                 entries+=("redis cluster setnx|$DLOCK_TEST_RCLUSTER_URI&mode=setnx|rcluster 1|rcluster|scenarios"

@@ -294,6 +294,62 @@ static void print_contended_floor(const struct bench_run *run)
     }
 }
 
+/* CPU per owner change: "client+server" µs, or "-". */
+static const char *cpu_text(const struct bench_cpu *c, uint64_t changes,
+                            char *buf, size_t cap)
+{
+    if (!c->ran || changes == 0)
+        return "-";
+    if (!c->server_ok)
+        snprintf(buf, cap, "%.1f+?", (double)c->client_ns / 1e3 / changes);
+    else
+        snprintf(buf, cap, "%.1f+%.1f=%.1f",
+                 (double)c->client_ns / 1e3 / changes,
+                 (double)c->server_ns / 1e3 / changes,
+                 (double)(c->client_ns + c->server_ns) / 1e3 / changes);
+    return buf;
+}
+
+/* The CPU each owner change cost, dlock's contended and its floor's. */
+static void print_cpu_table(const struct bench_run *run)
+{
+    char a[48], b[48];
+    bool any = false;
+
+    for (size_t i = 0; i < run->n; i++)
+        any = any || run->r[i].cpu.ran;
+    if (!any)
+        return;
+    printf("\nCPU per owner change (contended, recorded window), in µs: "
+           "client (the worker\nprocesses' CPU time, every thread) + "
+           "server (its own count: Redis INFO cpu's\nused_cpu_user + "
+           "used_cpu_sys; ? where the mode cannot say) = total, divided "
+           "by\nthe hand-offs; ratio = dlock's total / the floor's\n");
+    printf("  %-3s %26s %26s %7s\n", "#", "dlock", "floor", "ratio");
+    for (size_t i = 0; i < run->n; i++) {
+        const struct bench_result *r = &run->r[i];
+        double d, f;
+        if (!r->con_st.ran || !r->cpu.ran)
+            continue;
+        d = r->handoffs ? (double)(r->cpu.client_ns + r->cpu.server_ns) /
+                              r->handoffs
+                        : 0;
+        f = r->fcon_cpu.ran && r->fcon_handoffs
+                ? (double)(r->fcon_cpu.client_ns + r->fcon_cpu.server_ns) /
+                      r->fcon_handoffs
+                : 0;
+        printf("  %-3zu %26s %26s", i + 1,
+               cpu_text(&r->cpu, r->handoffs, a, sizeof a),
+               r->fcon_st.ran ? cpu_text(&r->fcon_cpu, r->fcon_handoffs, b,
+                                         sizeof b)
+                              : "-");
+        if (d > 0 && f > 0 && r->cpu.server_ok == r->fcon_cpu.server_ok)
+            printf(" %6.2fx\n", d / f);
+        else
+            printf(" %7s\n", "-");
+    }
+}
+
 void bench_print_table(const struct bench_run *run)
 {
     const struct bench_machine *m = &run->machine;
@@ -402,6 +458,7 @@ void bench_print_table(const struct bench_run *run)
                    (unsigned long long)r->overlaps);
         }
         print_contended_floor(run);
+        print_cpu_table(run);
         print_order_table(run);
     }
 
@@ -707,6 +764,43 @@ static json_object *jlat(const struct bench_lat *l)
     return o;
 }
 
+/* CPU per owner change of a contended workload: the totals over the
+ * recorded window (ns) and the per-change figures (µs); server's null
+ * where the mode cannot say. */
+static json_object *jcpu(const struct bench_cpu *c, uint64_t changes)
+{
+    json_object *o = json_object_new_object();
+    double n = changes > 0 ? (double)changes : 0;
+
+    json_object_object_add(o, "measured", json_object_new_boolean(c->ran));
+    if (!c->ran)
+        return o;
+    json_object_object_add(o, "owner_changes",
+                           json_object_new_int64((int64_t)changes));
+    json_object_object_add(o, "client_cpu_ns",
+                           json_object_new_int64((int64_t)c->client_ns));
+    json_object_object_add(o, "server_cpu_ns",
+                           c->server_ok ? json_object_new_int64(
+                                              (int64_t)c->server_ns)
+                                        : NULL);
+    json_object_object_add(o, "client_us",
+                           json_object_new_double(n > 0 ? c->client_ns / 1e3 / n
+                                                        : 0));
+    json_object_object_add(o, "server_us",
+                           c->server_ok
+                               ? json_object_new_double(
+                                     n > 0 ? c->server_ns / 1e3 / n : 0)
+                               : NULL);
+    json_object_object_add(o, "total_us",
+                           c->server_ok
+                               ? json_object_new_double(
+                                     n > 0 ? (c->client_ns + c->server_ns) /
+                                                 1e3 / n
+                                           : 0)
+                               : NULL);
+    return o;
+}
+
 /* Adds "measured", and "error" when it did not run. */
 static void jstatus(json_object *o, const struct bench_status *st)
 {
@@ -849,6 +943,8 @@ static json_object *jresult(const struct bench_result *r)
         json_object_object_add(fair, "stddev", json_object_new_double(r->fair_stddev));
         json_object_object_add(fair, "jain_index", json_object_new_double(r->fair_jain));
         json_object_object_add(w, "fairness", fair);
+        json_object_object_add(w, "cpu_per_owner_change",
+                               jcpu(&r->cpu, r->handoffs));
         json_object_object_add(w, "arrival_order", jorder(r));
     }
     json_object_object_add(o, "contended", w);
@@ -867,6 +963,10 @@ static json_object *jresult(const struct bench_result *r)
         json_object_object_add(w, "handoff_latency", jlat(&r->fcon_handoff));
         json_object_object_add(w, "overlaps",
                                json_object_new_int64((int64_t)r->fcon_overlaps));
+        json_object_object_add(w, "handoffs",
+                               json_object_new_int64((int64_t)r->fcon_handoffs));
+        json_object_object_add(w, "cpu_per_owner_change",
+                               jcpu(&r->fcon_cpu, r->fcon_handoffs));
     }
     json_object_object_add(o, "contended_floor", w);
 
@@ -1054,6 +1154,16 @@ static void jlat_read(json_object *o, struct bench_lat *l)
     l->mean = jdbl(o, "mean_ns");
 }
 
+/* The inverse of jcpu(): the totals. */
+static void jcpu_read(json_object *o, struct bench_cpu *c)
+{
+    memset(c, 0, sizeof *c);
+    c->ran = json_object_get_boolean(jat(o, "measured"));
+    c->client_ns = ju64(o, "client_cpu_ns");
+    c->server_ok = jat(o, "server_cpu_ns") != NULL;
+    c->server_ns = ju64(o, "server_cpu_ns");
+}
+
 /* The inverse of jstatus(): "measured", "error" and "error_code". */
 static void jstatus_read(json_object *o, struct bench_status *st)
 {
@@ -1171,6 +1281,7 @@ static void jresult_read(json_object *o, struct bench_result *r)
     r->fair_mean = jdbl(jat(w, "fairness"), "mean");
     r->fair_stddev = jdbl(jat(w, "fairness"), "stddev");
     r->fair_jain = jdbl(jat(w, "fairness"), "jain_index");
+    jcpu_read(jat(w, "cpu_per_owner_change"), &r->cpu);
     jorder_read(jat(w, "arrival_order"), r);
 
     w = jat(o, "contended_floor");
@@ -1185,6 +1296,8 @@ static void jresult_read(json_object *o, struct bench_result *r)
     r->fcon_handoffs_per_s = jdbl(w, "handoffs_per_s");
     jlat_read(jat(w, "handoff_latency"), &r->fcon_handoff);
     r->fcon_overlaps = ju64(w, "overlaps");
+    r->fcon_handoffs = ju64(w, "handoffs");
+    jcpu_read(jat(w, "cpu_per_owner_change"), &r->fcon_cpu);
 
     w = jat(o, "many_locks");
     jstatus_read(w, &r->many_st);

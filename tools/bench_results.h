@@ -43,6 +43,14 @@ struct bench_lat {
     double mean;
 };
 
+/* CPU time over the recorded window of a contended workload: the worker
+ * processes' (every thread: clock_getcpuclockid) and, where the mode can
+ * say (dlock_bench_server_cpu), the server's by its own count. */
+struct bench_cpu {
+    bool ran, server_ok;
+    uint64_t client_ns, server_ns;
+};
+
 /* One acquire attempt of a contended worker, on CLOCK_MONOTONIC: when it
  * called dlock_acquire() and when that returned (granted or not). */
 struct bench_order_rec {
@@ -109,13 +117,15 @@ struct bench_result {
     uint64_t per_worker[BENCH_MAX_WORKERS];
     uint64_t fair_min, fair_max;
     double fair_mean, fair_stddev, fair_jain;
+    struct bench_cpu cpu;           /* divided by handoffs: per owner change */
     /* the contended floor: as many processes taking the bare lock with
      * the server's waiting request (dlock_bench_floor_wait) on a name of
      * their own; rc DLOCK_EUNSUPPORTED: the mode has none */
     struct bench_status fcon_st;
     double fcon_acq_per_s, fcon_handoffs_per_s;
     struct bench_lat fcon_handoff;
-    uint64_t fcon_overlaps;
+    uint64_t fcon_overlaps, fcon_handoffs;
+    struct bench_cpu fcon_cpu;
     /* arrival order and hand-offs, from the workers' logged history */
     bool order_ran;
     struct bench_order order;

@@ -31,6 +31,10 @@
  *                the bare lock with the server's own waiting request
  *                (dlock_bench_floor_wait()), with the same bookkeeping;
  *                dlock's hand-offs/s are judged against theirs;
+ *                for both, the CPU per owner change: the workers' CPU
+ *                time (every thread) plus the server's by its own count
+ *                (dlock_bench_server_cpu(): Redis's INFO cpu), read
+ *                around the recorded window, divided by its hand-offs;
  *   many locks   K names held at once by one client while the main thread
  *                only sleeps and looks: the CPU of every other thread (the
  *                watchdog, and any client-library thread) as % of one core,
@@ -131,7 +135,11 @@ static void bench_help(void)
         "               taking the bare lock with the server's own waiting "
         "request\n"
         "               (pg_advisory_lock, GET_LOCK(name, t), FOR UPDATE; "
-        "none elsewhere)\n"
+        "Redis: SET NX\n"
+        "               spinning; none elsewhere); for both, the CPU per "
+        "owner change\n"
+        "               (the workers' + the server's own count, where it "
+        "says)\n"
         "  many         K names held by one client: watchdog CPU, memory "
         "per lock,\n"
         "               renewals per second\n"
@@ -668,6 +676,39 @@ static void judge_order(struct bench_shm *shm, unsigned n, uint64_t from,
     r->order_ran = r->order.grants > 0;
 }
 
+/* The CPU time every worker has used so far (all its threads), into *ns;
+ * false if one cannot be read (it exited). */
+static bool workers_cpu(const pid_t *pids, unsigned n, uint64_t *ns)
+{
+    *ns = 0;
+    for (unsigned i = 0; i < n; i++) {
+        clockid_t clk;
+        struct timespec ts;
+        if (pids[i] <= 0 || clock_getcpuclockid(pids[i], &clk) != 0 ||
+            clock_gettime(clk, &ts) != 0)
+            return false;
+        *ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
+    return true;
+}
+
+/* Readings of the workers' and the server's CPU at one moment. */
+struct cpu_mark {
+    bool client, server;
+    uint64_t client_ns, server_ns;
+};
+
+static void cpu_mark(struct cpu_mark *k, const char *uri, const pid_t *pids,
+                     unsigned n)
+{
+    char err[256];
+
+    k->client = workers_cpu(pids, n, &k->client_ns);
+    k->server = uri != NULL && uri[0] != '\0' &&
+                dlock_bench_server_cpu(uri, &k->server_ns, err,
+                                       sizeof err) == DLOCK_OK;
+}
+
 /* run->workers processes in role (__worker: dlock; __floor_worker: the
  * bare waiting request) on name; what names the workload in messages.
  * Fills r's contended figures. */
@@ -681,6 +722,7 @@ static void run_workers(const struct bench_run *run, const char *uri,
     size_t size = shm_size(n);
     char fdtext[16], idx[16], parent[24], warm[64];
     uint64_t order_from = 0, order_until = 0;
+    struct cpu_mark c0, c1;
     int fd;
 
     memset(pids, 0, sizeof pids);
@@ -731,6 +773,7 @@ static void run_workers(const struct bench_run *run, const char *uri,
         atomic_store(&shm->phase, PHASE_WARM);
         if (run->warmup_ms > 0)
             wait_phase(warm, run->warmup_ms / 2);
+        cpu_mark(&c0, uri, pids, n);
         uint64_t t0 = bn_now_ns();
         /* Every attempt ending after log_from is logged; grants are
          * judged from a clock reading taken after that store, so none
@@ -742,6 +785,13 @@ static void run_workers(const struct bench_run *run, const char *uri,
         order_until = bn_now_ns();
         atomic_store(&shm->phase, PHASE_STOP);
         r->con_seconds = (double)(bn_now_ns() - t0) / 1e9;
+        cpu_mark(&c1, uri, pids, n);
+        r->cpu.ran = c0.client && c1.client;
+        r->cpu.client_ns = r->cpu.ran ? c1.client_ns - c0.client_ns : 0;
+        r->cpu.server_ok = c0.server && c1.server &&
+                           c1.server_ns >= c0.server_ns;
+        r->cpu.server_ns = r->cpu.server_ok ? c1.server_ns - c0.server_ns
+                                            : 0;
     }
     atomic_store(&shm->phase, PHASE_STOP);
     bn_progress("%s: %s, stopping workers", g_label, what);
@@ -853,6 +903,8 @@ static void run_contended(const struct bench_run *run, const char *uri,
     r->fcon_handoffs_per_s = f->handoffs_per_s;
     r->fcon_handoff = f->handoff;
     r->fcon_overlaps = f->overlaps;
+    r->fcon_handoffs = f->handoffs;
+    r->fcon_cpu = f->cpu;
     free(f);
 }
 

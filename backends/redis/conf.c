@@ -332,6 +332,20 @@ int dlock__rd_conf_parse(struct dlock__rd_conf *cf, const struct dlock_uri *u,
         (rc = conf_redlock(cf, u, nodes, err, errlen)) != DLOCK_OK ||
         (rc = conf_fair(cf, u, m->queue, err, errlen)) != DLOCK_OK)
         return rc;
+    /* queue.c's release grants inside its script: no WAIT can come
+     * between the grant and its message, and a waiter's liveness is one
+     * node's PUBSUB NUMSUB. */
+    if (m->handoff && cf->cluster)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "cluster: mode=queue is not supported with "
+                            "cluster=1 (a waiter's liveness is read with "
+                            "PUBSUB NUMSUB, which counts one node's "
+                            "subscribers)");
+    if (m->handoff && cf->sync_replicas != 0)
+        return dlock_errorf(err, errlen, DLOCK_EINVAL,
+                            "sync_replicas: not supported with mode=queue "
+                            "(its release grants the lock to the next "
+                            "waiter inside the script, before any WAIT)");
 
     if ((rc = conf_prefer(cf, u, err, errlen)) != DLOCK_OK)
         return rc;

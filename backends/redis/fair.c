@@ -374,10 +374,10 @@ static int fair_acquire_m(struct dlock_session *s,
             wake = now + hint;
         if (wake > deadline_ms)
             wake = deadline_ms;
-        if ((rc = dlock__rd_sub_sleep(rs, c, &gen, wake)) < 0)
+        if ((rc = dlock__rd_sub_sleep(rs, c, &gen, wake, NULL, 0)) < 0)
             break;
     }
-    dlock__rd_sub_drop(rs, c);
+    dlock__rd_sub_drop(rs, c, false);
     return rc == DLOCK_OK ? rc : give_up(rs, req, rc);
 }
 
@@ -409,6 +409,8 @@ const struct dlock__rd_mode dlock__rd_mode_fair = {
              .release = dlock__rd_single_release,
              .inspect = dlock__rd_inspect_single,
              .floor = fair_floor, .forget = dlock__rd_forget,
+             .floor_wait = dlock__rd_floor_wait,
+             .server_cpu = dlock__rd_server_cpu,
              .latch = &dlock__rd_latch},
     .script = {&fair_acquire, &fair_release, &dlock__rd_hash_renew,
                &fair_queue, &fair_giveup},

@@ -16,12 +16,15 @@
  *   fair     still dlock's own two scripts, fence included: Redisson's
  *            fair-lock scripts are not written here yet.
  * Scripts are loaded before the clock starts and sent by EVALSHA, as dlock
- * sends its own. And forget: the bench's clean-up, UNLINK of every key a
+ * sends its own. The contended floor (floor_wait) of every single-server
+ * mode is SET NX PX spinning; server_cpu reads INFO cpu. And forget: the bench's clean-up, UNLINK of every key a
  * name may have left (the lock, its fence counter, fair's queue and
  * timeouts) on the name's server, or on every node.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rd.h"
 
@@ -339,6 +342,160 @@ int dlock__rd_floor_nodes(const struct dlock__rd_mode *m,
         ns_out[i] = dlock_now_ns() - t0;
     }
     dlock__rd_nodes_close(&rs);
+    floor_end(&rs, &cf);
+    return rc;
+}
+
+/* ---- the contended floor and the server's CPU ------------------------------------- */
+
+/*
+ * Redis has no request that waits for a lock, so the bare contended lock
+ * is the one every Redis client library without pub/sub runs: SET NX PX in
+ * a loop with no pause between refusals (spinning), released by the
+ * compare-and-delete script. Each process has its own owner id. The same
+ * for every single-server mode, on the mode's lock key of the name: it is
+ * the floor dlock's hand-offs are judged against (queue's aim is its owner
+ * changes per second with its waiters idle).
+ */
+int dlock__rd_floor_wait(const struct dlock_mode *mode,
+                         const struct dlock_uri *uri, const char *name,
+                         uint32_t wait_ms, int (*go_on)(void *arg, int held),
+                         void *arg, char *err, size_t errlen)
+{
+    const struct dlock__rd_mode *m = (const struct dlock__rd_mode *)mode;
+    struct dlock__rd_session rs;
+    struct dlock__rd_conf cf;
+    struct dlock__rd_addr at;
+    char owner[64];
+    const char *take[6], *give[5];
+    size_t tl[6], gl[5];
+    struct bare b;
+    int64_t since;
+    int rc, code;
+
+    if ((rc = floor_begin(&rs, &cf, m, uri, name, err, errlen)) != DLOCK_OK)
+        return rc;
+    if (cf.cluster &&
+        (rc = dlock__rd_cluster_master(&cf, rs.keys.lock.p, rs.keys.lock.len,
+                                       &cf.hosts[0], err, errlen)) !=
+            DLOCK_OK) {
+        floor_end(&rs, &cf);
+        return rc;
+    }
+    rs.rc = cf.cluster ? dlock__rd_connect(&cf, &cf.hosts[0], cf.timeout_ms,
+                                           NULL, NULL, NULL, err, errlen,
+                                           &code)
+                       : dlock__rd_connect_master(&cf, NULL, NULL, NULL, &at,
+                                                  &rs.nreplicas, err, errlen,
+                                                  &code);
+    if (rs.rc == NULL) {
+        floor_end(&rs, &cf);
+        return code;
+    }
+    memset(&b, 0, sizeof b);
+    b.give_lua = bare_cad;
+    if (bare_scripts(&b, rs.rc) != 0) {
+        rc = dlock_errorf(err, errlen, DLOCK_ERROR,
+                          "floor_wait: SCRIPT LOAD failed: %s",
+                          rs.rc->errstr[0] ? rs.rc->errstr : "refused");
+        goto out;
+    }
+    snprintf(owner, sizeof owner, "floor-%ld", (long)getpid());
+    take[0] = "SET", take[1] = rs.keys.lock.p, take[2] = owner;
+    take[3] = "NX", take[4] = "PX", take[5] = FLOOR_LEASE;
+    give[0] = "EVALSHA", give[1] = b.sha[1], give[2] = "1";
+    give[3] = rs.keys.lock.p, give[4] = owner;
+    for (int i = 0; i < 6; i++)
+        tl[i] = strlen(take[i]);
+    for (int i = 0; i < 5; i++)
+        gl[i] = strlen(give[i]);
+    tl[1] = gl[3] = rs.keys.lock.len;
+    since = dlock_now_ms();
+    for (;;) {
+        redisReply *r = dlock__rd_command_argv(rs.rc, 6, take, tl);
+        bool held = r != NULL && r->type == REDIS_REPLY_STATUS &&
+                    strcmp(r->str, "OK") == 0;
+        bool more;
+
+        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+            rc = dlock_errorf(err, errlen,
+                              r == NULL ? DLOCK_ECONNECT : DLOCK_ERROR,
+                              "floor_wait: SET: %s",
+                              r == NULL ? rs.rc->errstr : r->str);
+            if (r != NULL)
+                freeReplyObject(r);
+            break;
+        }
+        freeReplyObject(r);
+        if (!held && dlock_now_ms() - since < (int64_t)wait_ms)
+            continue; /* spin */
+        more = go_on(arg, held) != 0;
+        since = dlock_now_ms();
+        if (held) {
+            if ((r = dlock__rd_command_argv(rs.rc, 5, give, gl)) == NULL) {
+                rc = dlock_errorf(err, errlen, DLOCK_ECONNECT,
+                                  "floor_wait: release: %s", rs.rc->errstr);
+                break;
+            }
+            freeReplyObject(r);
+        }
+        if (!more)
+            break;
+    }
+out:
+    redisFree(rs.rc);
+    floor_end(&rs, &cf);
+    return rc;
+}
+
+/* INFO cpu's used_cpu_sys and used_cpu_user (seconds, to the µs) of the
+ * one server; not with cluster=1 (many servers). */
+int dlock__rd_server_cpu(const struct dlock_mode *mode,
+                         const struct dlock_uri *uri, uint64_t *ns_out,
+                         char *err, size_t errlen)
+{
+    const struct dlock__rd_mode *m = (const struct dlock__rd_mode *)mode;
+    static const char *const field[] = {"used_cpu_sys:", "used_cpu_user:"};
+    struct dlock__rd_session rs;
+    struct dlock__rd_conf cf;
+    struct dlock__rd_addr at;
+    redisReply *r;
+    double s = 0;
+    int rc, code;
+
+    if ((rc = floor_begin(&rs, &cf, m, uri, "-", err, errlen)) != DLOCK_OK)
+        return rc;
+    if (cf.cluster) {
+        floor_end(&rs, &cf);
+        return dlock_errorf(err, errlen, DLOCK_EUNSUPPORTED,
+                            "server_cpu: cluster=1 has many servers");
+    }
+    rs.rc = dlock__rd_connect_master(&cf, NULL, NULL, NULL, &at,
+                                     &rs.nreplicas, err, errlen, &code);
+    if (rs.rc == NULL) {
+        floor_end(&rs, &cf);
+        return code;
+    }
+    r = dlock__rd_command(rs.rc, "INFO cpu");
+    if (r == NULL || r->type != REDIS_REPLY_STRING)
+        rc = dlock_errorf(err, errlen, r == NULL ? DLOCK_ECONNECT : DLOCK_ERROR,
+                          "server_cpu: INFO cpu: %s",
+                          r == NULL ? rs.rc->errstr
+                          : r->type == REDIS_REPLY_ERROR ? r->str
+                                                          : "no text");
+    for (int i = 0; rc == DLOCK_OK && i < 2; i++) {
+        const char *at_f = strstr(r->str, field[i]);
+        if (at_f == NULL)
+            rc = dlock_errorf(err, errlen, DLOCK_ERROR,
+                              "server_cpu: INFO cpu has no %s", field[i]);
+        else
+            s += strtod(at_f + strlen(field[i]), NULL);
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    if (rc == DLOCK_OK)
+        *ns_out = (uint64_t)(s * 1e9 + 0.5);
+    redisFree(rs.rc);
     floor_end(&rs, &cf);
     return rc;
 }

@@ -109,7 +109,7 @@ int dlock__rd_inspect_single(struct dlock_session *s, const char *name,
     redisAppendCommand(rs->rc, "PTTL %b", lk->p, lk->len);
     redisAppendCommand(rs->rc, "GET %b", rs->keys.fence.p,
                        rs->keys.fence.len);
-    if (rs->m->queue) { /* fair: the queue's length */
+    if (rs->m->queue || rs->m->handoff) { /* the queue's length */
         redisAppendCommand(rs->rc, "LLEN %b", rs->keys.queue.p,
                            rs->keys.queue.len);
         n = 4;

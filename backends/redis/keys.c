@@ -148,6 +148,9 @@ void dlock__rd_cmd_evalsha(struct dlock__rd_cmd *c,
         case RD_ARG_PERMITS:
             *a = k->permits, *l = strlen(k->permits);
             break;
+        case RD_ARG_NONCE:
+            *a = k->nonce, *l = strlen(k->nonce);
+            break;
         default: /* RD_ARG_ZERO */
             *a = "0", *l = 1;
             break;

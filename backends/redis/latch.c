@@ -225,10 +225,10 @@ static int rd_latch_await(struct dlock_session *s, const char *name,
         wake = now + RD_LATCH_RECHECK_MS < deadline_ms
                    ? now + RD_LATCH_RECHECK_MS
                    : deadline_ms;
-        if ((rc = dlock__rd_sub_sleep(rs, c, &gen, wake)) < 0)
+        if ((rc = dlock__rd_sub_sleep(rs, c, &gen, wake, NULL, 0)) < 0)
             break;
     }
-    dlock__rd_sub_drop(rs, c);
+    dlock__rd_sub_drop(rs, c, false);
     return rc;
 }
 

@@ -6,10 +6,11 @@
  * then re-checks the lock key on its own session, so a release between the
  * EBUSY attempt and the subscription is never missed [B-WAIT-1].
  *
- * Mode fair waits inside its acquire() instead, each waiter on a channel
- * of its own that it keeps subscribed while it is queued: the
- * subscription is how other clients see that it is alive (fair.c); the
- * sub_* functions at the end serve it.
+ * Modes fair and queue wait inside their acquire() instead, each waiter
+ * on a channel of its own that it keeps subscribed while it is queued:
+ * the subscription is how other clients see that it is alive (fair.c,
+ * queue.c); the sub_* functions at the end serve them, and each channel
+ * keeps its last message (queue's grant, fence included).
  *
  * Which channel a name has is its mode's (the keys method); connecting is
  * conn.c's. Redlock has no pub/sub: its mode neither sets this up nor
@@ -18,6 +19,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -134,6 +136,12 @@ static bool ps_on_reply(struct dlock__rd_pubsub *ps, redisReply *r)
         return true;
     }
     if (strcmp(kind, "message") == 0) {
+        const redisReply *m = r->element[2];
+        size_t n = m->type == REDIS_REPLY_STRING ? m->len : 0;
+        if (n >= sizeof c->msg)
+            n = 0; /* not a grant: nothing queue.c would read */
+        memcpy(c->msg, n > 0 ? m->str : "", n);
+        c->msg[n] = '\0';
         c->gen++;
         c->last_msg_ns = dlock_now_ns();
         pthread_cond_broadcast(&c->cv);
@@ -506,7 +514,7 @@ out:
     return rc;
 }
 
-/* ---- a waiter's own channel (fair.c) ------------------------------------------------------- */
+/* ---- a waiter's own channel (fair.c, queue.c) ---------------------------------------------- */
 
 struct dlock__rd_chan *dlock__rd_sub_hold(struct dlock__rd_session *rs,
                                           const struct dlock__rd_buf *name,
@@ -539,7 +547,7 @@ struct dlock__rd_chan *dlock__rd_sub_hold(struct dlock__rd_session *rs,
 
 int dlock__rd_sub_sleep(struct dlock__rd_session *rs,
                         struct dlock__rd_chan *c, uint64_t *gen,
-                        int64_t deadline)
+                        int64_t deadline, char *msg, size_t cap)
 {
     struct dlock__rd_pubsub *ps = &rs->x->ps;
     int rc;
@@ -552,6 +560,8 @@ int dlock__rd_sub_sleep(struct dlock__rd_session *rs,
     chan_sleep(&rs->base, ps, c, *gen, deadline);
     rc = c->gen != *gen ? 1 : 0;
     *gen = c->gen;
+    if (rc == 1 && cap > 0)
+        snprintf(msg, cap, "%s", c->msg);
     pthread_mutex_unlock(&ps->mu);
     if (rc == 0 && (rc = dlock_session_cancelled(&rs->base)) == 0)
         return 0;
@@ -559,7 +569,7 @@ int dlock__rd_sub_sleep(struct dlock__rd_session *rs,
 }
 
 void dlock__rd_sub_drop(struct dlock__rd_session *rs,
-                        struct dlock__rd_chan *c)
+                        struct dlock__rd_chan *c, bool at_once)
 {
     struct dlock__rd_pubsub *ps = &rs->x->ps;
 
@@ -567,5 +577,10 @@ void dlock__rd_sub_drop(struct dlock__rd_session *rs,
         return;
     pthread_mutex_lock(&ps->mu);
     chan_put(ps, c);
+    if (at_once && c->refs == 0) {
+        /* Its linger is over: the thread unsubscribes it now. */
+        c->idle_since_ms = dlock_now_ms() - LINGER_MS;
+        ps_wake(ps);
+    }
     pthread_mutex_unlock(&ps->mu);
 }

@@ -16,10 +16,12 @@
  *   rwlock.c    mode rwlock: Redisson's RReadWriteLock names and Lua
  *   fair.c      mode fair: Redisson's RFairLock queue, its Lua, and the
  *               native wait that keeps a waiter's place alive
+ *   queue.c     mode queue: a FIFO whose release hands the lock to the
+ *               first live waiter; its Lua and its native wait
  *   hash.c      mode hash: Redisson's RLock names and Lua, and its
  *               RPermitExpirableSemaphore's for permits
  *   redlock.c   mode redlock: acquire, renew, release over N masters
- *   single.c    what setnx, hash, rwlock and fair share: a session's one
+ *   single.c    what setnx, hash, rwlock, fair and queue share: a session's one
  *               connection, acquire, pipelined renew, release
  *   latch.c     count-down latches of those modes: Redisson's
  *               RCountDownLatch key, scripts and channel
@@ -128,6 +130,9 @@ struct dlock__rd_keys {
     /* A permit request's count of permits, as text (RD_ARG_PERMITS);
      * timeouts then holds Redisson's "{name}:timeout" set. */
     char permits[12];
+    /* queue: this acquire's own number (RD_ARG_NONCE), which its queue
+     * entry and its grant message carry. */
+    char nonce[24];
 };
 
 struct dlock__rd_session;
@@ -160,8 +165,9 @@ enum {
     RD_SC_ACQUIRE, /* one attempt */
     RD_SC_RELEASE,
     RD_SC_RENEW,
-    RD_SC_QUEUE,   /* fair: an attempt that queues (or stays queued) */
-    RD_SC_GIVEUP,  /* fair: leave the queue */
+    RD_SC_QUEUE,   /* fair, queue: an attempt that queues (or stays
+                      queued) */
+    RD_SC_GIVEUP,  /* fair, queue: leave the queue */
     RD_SC_P_ACQUIRE, /* hash: a permit of a semaphore (Redisson's */
     RD_SC_P_RELEASE, /* RPermitExpirableSemaphore), in the order of */
     RD_SC_P_RENEW,   /* RD_SC_ACQUIRE, _RELEASE, _RENEW */
@@ -181,7 +187,8 @@ enum {
     RD_ARG_TIMEOUTS, /* keys.timeouts */
     RD_ARG_WAIT,    /* keys.wait */
     RD_ARG_NOW,     /* keys.now */
-    RD_ARG_PERMITS  /* keys.permits */
+    RD_ARG_PERMITS, /* keys.permits */
+    RD_ARG_NONCE    /* keys.nonce */
 };
 #define RD_ARGS_MAX 9
 
@@ -225,11 +232,14 @@ struct dlock__rd_chan {
     uint64_t confirmed_ns;   /* when the subscription was confirmed */
     uint64_t last_msg_ns;    /* when the last release was seen */
     int64_t idle_since_ms;   /* refs fell to 0 */
+    /* The last message's text, cut to fit (queue.c reads its grants
+     * here: a waiter's own channel carries nothing else). */
+    char msg[64];
     pthread_cond_t cv;
 };
 
 /* The pub/sub part of a client whose mode notifies (setnx, hash, rwlock,
- * fair): one connection, owned by one thread, for every channel its
+ * fair, queue): one connection, owned by one thread, for every channel its
  * waiters wait on. Everything below on is under mu. */
 struct dlock__rd_pubsub {
     bool on;                /* set up (a NOTIFY mode) */
@@ -357,6 +367,9 @@ struct dlock__rd_mode {
     bool nodes;
     /* A wait queue at the server (fair): wait_time= and clock=. */
     bool queue;
+    /* A wait queue whose release hands the lock over (queue): no
+     * cluster=1, no sync_replicas=. */
+    bool handoff;
     /* The scripts, by RD_SC_*: loaded on each connection. */
     const struct dlock__rd_script *script[RD_SC_COUNT];
     /* Lay out the keys of a name into k (0, or -1 out of memory). */
@@ -391,7 +404,8 @@ struct dlock__rd_mode {
     .acquire = dlock__rd_single_acquire, .renew = dlock__rd_single_renew,   \
     .release = dlock__rd_single_release, .wait = dlock__rd_wait,            \
     .inspect = dlock__rd_inspect_single,                                    \
-    .latch = &dlock__rd_latch
+    .latch = &dlock__rd_latch, .floor_wait = dlock__rd_floor_wait,          \
+    .server_cpu = dlock__rd_server_cpu
 #define RD_SINGLE_MODE_BASE                                                 \
     .caps = RD_SINGLE_CAPS, .kinds = DLOCK_KIND_BIT(DLOCK_KIND_EXCLUSIVE),  \
     RD_SINGLE_MODE_METHODS
@@ -557,6 +571,16 @@ int dlock__rd_floor_nodes(const struct dlock__rd_mode *m,
                           const struct dlock_uri *uri, const char *name,
                           uint32_t n, uint64_t *ns_out, char *err,
                           size_t errlen);
+/* The contended floor (SET NX PX spinning) and INFO cpu's CPU time of
+ * the one server: dlock_mode.floor_wait and .server_cpu of every
+ * single-server mode. */
+int dlock__rd_floor_wait(const struct dlock_mode *mode,
+                         const struct dlock_uri *uri, const char *name,
+                         uint32_t wait_ms, int (*go_on)(void *arg, int held),
+                         void *arg, char *err, size_t errlen);
+int dlock__rd_server_cpu(const struct dlock_mode *mode,
+                         const struct dlock_uri *uri, uint64_t *ns_out,
+                         char *err, size_t errlen);
 /* The bench's clean-up (dlock_mode.forget of every mode): UNLINK every
  * key of each name, on its server or on every node. */
 int dlock__rd_forget(const struct dlock_mode *mode,
@@ -574,20 +598,23 @@ int dlock__rd_pubsub_init(struct dlock__rd_pubsub *ps,
 void dlock__rd_pubsub_stop(struct dlock__rd_pubsub *ps);
 int dlock__rd_wait(struct dlock_session *s, const struct dlock_request *req,
                    uint32_t max_ms);
-/* fair.c's waiter: its own channel (name), held subscribed through a
- * native wait. hold() starts holding and waits for the subscription to be
- * confirmed, at most until deadline; NULL only when out of memory. sleep()
- * waits for a message on it (or the pub/sub connection's loss) after
- * *gen, the deadline or a cancel: 1 woken (*gen moves on), 0 the
- * deadline, or the cancel's code. drop() lets it go. */
+/* fair.c's and queue.c's waiter: its own channel (name), held subscribed
+ * through a native wait. hold() starts holding and waits for the
+ * subscription to be confirmed, at most until deadline; NULL only when out
+ * of memory. sleep() waits for a message on it (or the pub/sub
+ * connection's loss) after *gen, the deadline or a cancel: 1 woken (*gen
+ * moves on; msg, if cap > 0, gets the last message's text, "" if none
+ * came), 0 the deadline, or the cancel's code. drop() lets it go: it is
+ * unsubscribed LINGER_MS after nobody holds it, or at once if at_once
+ * (queue.c: a waiter that could not leave the line must not look alive). */
 struct dlock__rd_chan *dlock__rd_sub_hold(struct dlock__rd_session *rs,
                                           const struct dlock__rd_buf *name,
                                           int64_t deadline, uint64_t *gen);
 int dlock__rd_sub_sleep(struct dlock__rd_session *rs,
                         struct dlock__rd_chan *c, uint64_t *gen,
-                        int64_t deadline);
+                        int64_t deadline, char *msg, size_t cap);
 void dlock__rd_sub_drop(struct dlock__rd_session *rs,
-                        struct dlock__rd_chan *c);
+                        struct dlock__rd_chan *c, bool at_once);
 
 int dlock__rd_single_open(struct dlock__rd_session *rs, char *err,
                           size_t errlen);
@@ -675,6 +702,7 @@ int dlock__rd_redisson_lock_key(struct dlock__rd_keys *k,
 #define RD_WRITER_MARK_MS 2000
 #define RD_WRITER_RETRY_MS 500
 extern const struct dlock__rd_mode dlock__rd_mode_fair;
+extern const struct dlock__rd_mode dlock__rd_mode_queue;
 extern const struct dlock__rd_mode dlock__rd_mode_redlock;
 
 /* ---- latch.c: count-down latches (Redisson's RCountDownLatch) ------------ */

@@ -1,12 +1,12 @@
 /*
- * redis.c: the redis:// backend (modes setnx, hash, rwlock and fair) and
+ * redis.c: the redis:// backend (modes setnx, hash, rwlock, fair and queue) and
  * redlock:// (the same SET-NX lock on N independent masters), over hiredis
  * 0.14. This file holds the backend's table, its list of modes, the choice
  * of mode, the per-client context and the sessions' life; rd.h lists the
  * other files and what each holds.
  *
  *   redis://[[user]:password@]host[:port][/db][?mode=setnx|hash|rwlock|
- *                                               fair&...]
+ *                                               fair|queue&...]
  *   redlock://h1:p1,h2:p2,...[?node_timeout=&drift=&restart_delay=...]
  *   redis://h1,h2,...?redlock=1          (the same as redlock://)
  *   redis://h1:p1,h2:p2,...?cluster=1    (setnx or hash on a Redis
@@ -42,6 +42,10 @@
  *            line); a waiter's place is kept while its process lives
  *            (wait_time=), and clock=server takes the queue's time from
  *            the server.
+ *   queue    (queue.c) dlock's own FIFO lock: the release script hands
+ *            the lock to the first live waiter and publishes the grant
+ *            on that waiter's channel only; the woken waiter holds it
+ *            with no further round trip.
  *   redlock  (redlock.c) setnx's lock on N independent masters: held when a
  *            majority said yes within the validity time (lease - elapsed -
  *            drift); no fencing tokens, because no single counter can be
@@ -51,8 +55,9 @@
  *
  * Core picks the mode once per client: redlock:// or redlock=1 make it
  * Redlock (pick_mode below; mode=hash with either is refused), else mode=,
- * else setnx. Every script runs by EVALSHA (conn.c). fair waits inside its
- * acquire, on a channel of its own (fair.c). setnx and hash wait
+ * else setnx. Every script runs by EVALSHA (conn.c). fair and queue wait
+ * inside their acquire, each waiter on a channel of its own (fair.c,
+ * queue.c). setnx and hash wait
  * for a release on the client's one pub/sub connection (pubsub.c); Redlock
  * waiters poll.
  *
@@ -68,7 +73,7 @@
 /* The modes, the default first. */
 static const struct dlock__rd_mode *const rd_modes_own[] = {
     &dlock__rd_mode_setnx, &dlock__rd_mode_hash, &dlock__rd_mode_rwlock,
-    &dlock__rd_mode_fair,
+    &dlock__rd_mode_fair, &dlock__rd_mode_queue,
     &dlock__rd_mode_redlock, NULL};
 
 /* ---- choosing the mode --------------------------------------------------------- */
@@ -285,7 +290,7 @@ static void rd_close(struct dlock_session *s)
 static const struct dlock_mode *const rd_modes[] = {
     &dlock__rd_mode_setnx.base, &dlock__rd_mode_hash.base,
     &dlock__rd_mode_rwlock.base, &dlock__rd_mode_fair.base,
-    &dlock__rd_mode_redlock.base, NULL};
+    &dlock__rd_mode_queue.base, &dlock__rd_mode_redlock.base, NULL};
 
 static const char *const rd_params[] = {
     "redlock",  "drift",         "node_timeout", "restart_delay",
@@ -301,7 +306,8 @@ const struct dlock_backend dlock__backend_redis = {
     .summary = "Redis: SET NX PX (setnx), Redisson's RLock and "
                "RPermitExpirableSemaphore (hash), either "
                "on a Redis Cluster (cluster=1), Redisson's RReadWriteLock "
-               "(rwlock) and RFairLock (fair), Redlock over N masters "
+               "(rwlock) and RFairLock (fair), a FIFO hand-off (queue), "
+               "Redlock over N masters "
                "(redlock://)",
     .modes = rd_modes,
     .pick_mode = rd_pick_mode,

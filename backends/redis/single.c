@@ -1,8 +1,8 @@
 /*
- * single.c: what setnx, hash and rwlock share (fair too, but for acquire,
- * which waits in its queue: fair.c), a session on one server: its one
- * connection, acquire, renew (every item pipelined in one round trip) and
- * release. The mode gives the keys, the scripts and their signatures
+ * single.c: what setnx, hash and rwlock share (fair and queue too, but for
+ * acquire, which waits in their queue: fair.c, queue.c), a session on one
+ * server: its one connection, acquire, renew (every item pipelined in one
+ * round trip) and release. The mode gives the keys, the scripts and their signatures
  * (setnx.c, hash.c, rwlock.c); this file sends them and reads what they
  * answer.
  *

@@ -19,7 +19,9 @@
  * version 2 and 3 tables are still accepted (no latches). Version 5 adds
  * dlock_mode.fence_floor, dlock_mode.forget and dlock_mode.floor_wait (for
  * `dlock bench`); version 2 to 4 tables are still accepted (no fence
- * figure, nothing forgotten, no contended floor).
+ * figure, nothing forgotten, no contended floor). Version 6 adds
+ * dlock_mode.server_cpu (the bench's CPU per owner change); version 2 to
+ * 5 tables are still accepted (no server share).
  *
  * Core's promises to backends (each has an id that tests name):
  *
@@ -139,7 +141,7 @@
 extern "C" {
 #endif
 
-#define DLOCK_BACKEND_VERSION 5
+#define DLOCK_BACKEND_VERSION 6
 
 /* ---- URIs ------------------------------------------------------------------ */
 
@@ -364,7 +366,16 @@ struct dlock_mode {
                       const struct dlock_uri *uri, const char *name,
                       uint32_t wait_ms, int (*go_on)(void *arg, int held),
                       void *arg, char *err, size_t errlen);
-    /* ---- version 5 ends here: append below, then bump the version ---- */
+    /* ---- version 5 ends here ---- */
+    /* Optional, for `dlock bench`: the CPU time (user + system, ns) the
+     * URI's server process has used since it started, by its own count
+     * (Redis: INFO cpu), so that the bench can add the server's share to
+     * a workload's cost. NULL where the server does not say.
+     * mode: as for fence_floor. */
+    int (*server_cpu)(const struct dlock_mode *mode,
+                      const struct dlock_uri *uri, uint64_t *ns_out,
+                      char *err, size_t errlen);
+    /* ---- version 6 ends here: append below, then bump the version ---- */
 };
 
 struct dlock_backend {
@@ -654,6 +665,18 @@ DLOCK_API int dlock_bench_floor_wait(const char *uri, const char *name,
                                      uint32_t wait_ms,
                                      int (*go_on)(void *arg, int held),
                                      void *arg, char *err, size_t errlen);
+
+/**
+ * For `dlock bench`: the CPU time (user + system, in nanoseconds) the
+ * URI's server has used since it started, by its own count
+ * (dlock_mode.server_cpu says how): two readings around a workload give
+ * the server's share of it.
+ * @return DLOCK_OK, DLOCK_EUNSUPPORTED (the mode cannot say),
+ *         DLOCK_EINVAL, DLOCK_ENOBACKEND, DLOCK_ECONNECT; err explains.
+ * Threads: any.
+ */
+DLOCK_API int dlock_bench_server_cpu(const char *uri, uint64_t *ns_out,
+                                     char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,8 @@
 # "measured" for each URI. The same run shows the fence figure: a number
 # where the fence is a request of its own, "-" where the lock's own
 # request makes it, and the contended floor where the server has a
-# waiting request. Speed is never asserted.
+# waiting request (Redis: SET NX spinning), and the CPU per owner change
+# (the server's share where it says). Speed is never asserted.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -77,7 +78,7 @@ for m in setnx hash rwlock fair; do uris+=("$DLOCK_TEST_REDIS_URI?mode=$m"); don
 for m in mutex rwlock; do uris+=("$DLOCK_TEST_ZK_URI?mode=$m"); done
 for m in advisory advisory_xact for_update lease; do uris+=("$pg_uri?mode=$m"); done
 for m in get_lock for_update insert; do uris+=("$my_uri?mode=$m"); done
-uris+=("$DLOCK_TEST_ETCD_URI")
+uris+=("$DLOCK_TEST_ETCD_URI" "$DLOCK_TEST_REDIS_URI?mode=queue")
 args=()
 for u in "${uris[@]}"; do args+=(--uri "$u"); done
 
@@ -117,18 +118,35 @@ check "mysql insert's fence is timed" test "$(fence_col 14)" != "-"
 check "etcd's fence is the revision" test "$(fence_col 15)" = "-"
 # The contended floor: the server's own waiting request where the mode has
 # one (pg advisory, advisory_xact, for_update; mysql get_lock, for_update),
-# with no two holders at once, and "not available" elsewhere.
+# SET NX spinning on every single-server Redis mode (1-4, 15), with no two
+# holders at once, and "not available" elsewhere.
 keys=()
-for i in 7 8 9 11 12; do
+for i in 1 2 3 4 7 8 9 11 12 15; do
     keys+=("results.$i.contended_floor.available:=true"
         "results.$i.contended_floor.measured:=true"
         "results.$i.contended_floor.handoffs_per_s:pos"
         "results.$i.contended_floor.overlaps:=0"
         "results.$i.goals.handoffs_vs_contended_floor.status:string")
 done
-for i in 0 1 2 3 4 5 6 10 13 14; do
+for i in 0 5 6 10 13 14; do
     keys+=("results.$i.contended_floor.available:=false")
 done
 check "the contended floor is measured where the server queues waiters" \
+    "$CHECK_JSON" "$work/c.json" "${keys[@]}"
+# CPU per owner change: the workers' everywhere, the server's where it
+# says (Redis: INFO cpu), for dlock and for the floor; null elsewhere.
+keys=()
+for ((i = 0; i < n; i++)); do
+    keys+=("results.$i.contended.cpu_per_owner_change.measured:=true"
+        "results.$i.contended.cpu_per_owner_change.client_us:number")
+done
+for i in 1 2 3 4 15; do
+    keys+=("results.$i.contended.cpu_per_owner_change.server_us:number"
+        "results.$i.contended_floor.cpu_per_owner_change.server_us:number")
+done
+for i in 0 6 8 13 14; do
+    keys+=("results.$i.contended.cpu_per_owner_change.server_us:null")
+done
+check "CPU per owner change: the server's share where it says" \
     "$CHECK_JSON" "$work/c.json" "${keys[@]}"
 finish

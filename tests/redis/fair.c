@@ -85,17 +85,6 @@ static void no_queue_keys(redisContext *rc, const char *name)
                      0);
 }
 
-static dlock_lock *new_lock(dlock_client *c, const char *name,
-                            uint32_t lease_ms)
-{
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    dlock_lock *lk = NULL;
-
-    o.lease_ms = lease_ms;
-    assert_int_equal(dlock_lock_new(&lk, c, name, &o), DLOCK_OK);
-    return lk;
-}
-
 /* ---- a waiting process -------------------------------------------------------- */
 
 /*
@@ -125,26 +114,6 @@ static int wait_child(char **args)
     return ok ? 0 : 5;
 }
 
-/* Read a wait_child log: indexes in grant order, and the holds. */
-static size_t read_log(const char *path, int *idx, uint64_t *from,
-                       uint64_t *to, size_t cap)
-{
-    FILE *f = fopen(path, "r");
-    unsigned long long a, b;
-    size_t n = 0;
-    int i;
-
-    if (f == NULL)
-        return 0;
-    while (n < cap && fscanf(f, "%d %llu %llu", &i, &a, &b) == 3) {
-        idx[n] = i;
-        from[n] = a;
-        to[n++] = b;
-    }
-    fclose(f);
-    return n;
-}
-
 static pid_t spawn_waiter(const char *u, const char *name, const char *log,
                           int i)
 {
@@ -161,7 +130,7 @@ static void fair__grants_follow_arrival_8_processes(void **state)
 {
     const char *name = h_name("order");
     dlock_client *c = h_client(uri);
-    dlock_lock *h = new_lock(c, name, 0);
+    dlock_lock *h = rt_lock(c, name, 0);
     redisContext *rc = raw();
     char log[300];
     int idx[NPROC + 1];
@@ -188,7 +157,7 @@ static void fair__grants_follow_arrival_8_processes(void **state)
     assert_int_equal(dlock_release(h), DLOCK_OK);
     for (int i = 0; i < NPROC; i++)
         assert_int_equal(h_wait(pid[i]), 0);
-    n = read_log(log, idx, from, to, NPROC + 1);
+    n = rt_read_log(log, idx, from, to, NPROC + 1);
     assert_int_equal(n, NPROC);
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(idx[i], (int)i); /* granted in arrival order */
@@ -434,7 +403,7 @@ static void fair__redisson_scripts_and_dlock_share_one_queue(void **state)
     const char *name = h_name("interop");
     const char *u = h_uri_with("wait_time=" JAVA_WAIT_MS "ms");
     dlock_client *c = h_client(u), *c2 = h_client(u);
-    dlock_lock *h = new_lock(c, name, 0);
+    dlock_lock *h = rt_lock(c, name, 0);
     redisContext *rc = raw();
     struct java_waiter w[4] = {{name, 'a', c2, -9, JAVA_WAIT_MS},
                           {name, 'B', c2, -9, JAVA_WAIT_MS},
@@ -464,7 +433,7 @@ static void fair__java_timeouts_and_grants_keep_the_line(void **state)
     const char *name = h_name("javaline");
     const char *u = h_uri_with("wait_time=1000ms");
     dlock_client *c = h_client(u), *c2 = h_client(u);
-    dlock_lock *h = new_lock(c, name, 600);
+    dlock_lock *h = rt_lock(c, name, 600);
     redisContext *rc = raw();
     struct java_waiter w[3] = {{name, 'a', c2, -9, "1000"},
                           {name, 'B', c2, -9, "1000"},
@@ -496,7 +465,7 @@ static void fair__stopped_waiter_keeps_place_killed_is_skipped(void **state)
     const char *name = h_name("stopped");
     const char *u = h_uri_with("wait_time=500ms");
     dlock_client *c = h_client(u);
-    dlock_lock *h = new_lock(c, name, 600);
+    dlock_lock *h = rt_lock(c, name, 600);
     redisContext *rc = raw();
     char log[300], first[128], still[128];
     int idx[4];
@@ -516,7 +485,7 @@ static void fair__stopped_waiter_keeps_place_killed_is_skipped(void **state)
     assert_int_equal(dlock_release(h), DLOCK_OK);
     /* Stopped four times wait_time: it keeps its place; nobody holds. */
     h_sleep_ms(4 * WAIT_TIME_MS);
-    assert_int_equal(read_log(log, idx, from, to, 4), 0);
+    assert_int_equal(rt_read_log(log, idx, from, to, 4), 0);
     first_waiter(rc, name, still, sizeof still);
     assert_string_equal(still, first);
     assert_int_equal(rint_(rc, "LLEN redisson_lock_queue:{%s}", name), 2);
@@ -527,7 +496,7 @@ static void fair__stopped_waiter_keeps_place_killed_is_skipped(void **state)
     assert_int_equal(h_wait(w1), 128 + SIGKILL);
     assert_int_equal(h_wait(w2), 0);
     assert_true(h_now_ms() - killed < 10 * WAIT_TIME_MS);
-    assert_int_equal(read_log(log, idx, from, to, 4), 1);
+    assert_int_equal(rt_read_log(log, idx, from, to, 4), 1);
     assert_int_equal(idx[0], 2);
     no_queue_keys(rc, name);
     redisFree(rc);
@@ -556,7 +525,7 @@ static void fair__server_clock_sets_timeouts_from_time(void **state)
     const char *name = h_name("clock");
     const char *u = h_uri_with("clock=server&wait_time=2s");
     dlock_client *c = h_client(u), *c2 = h_client(u);
-    dlock_lock *h = new_lock(c, name, 1000);
+    dlock_lock *h = rt_lock(c, name, 1000);
     redisContext *rc = raw();
     struct java_waiter w = {name, 0, c2, -9, NULL}; /* 0: not logged */
     char first[128];
@@ -595,7 +564,7 @@ static void fair__try_and_timeout_leave_no_queue_keys(void **state)
 {
     const char *name = h_name("left");
     dlock_client *c = h_client(uri), *c2 = h_client(uri);
-    dlock_lock *h = new_lock(c, name, 0), *t = new_lock(c2, name, 0);
+    dlock_lock *h = rt_lock(c, name, 0), *t = rt_lock(c2, name, 0);
     redisContext *rc = raw();
 
     (void)state;

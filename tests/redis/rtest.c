@@ -89,3 +89,32 @@ long long rint_(redisContext *rc, const char *fmt, ...)
     freeReplyObject(r);
     return v;
 }
+
+dlock_lock *rt_lock(dlock_client *c, const char *name, uint32_t lease_ms)
+{
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+
+    o.lease_ms = lease_ms;
+    assert_int_equal(dlock_lock_new(&lk, c, name, &o), DLOCK_OK);
+    return lk;
+}
+
+size_t rt_read_log(const char *path, int *idx, uint64_t *from,
+                   uint64_t *to, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    unsigned long long a, b;
+    size_t n = 0;
+    int i;
+
+    if (f == NULL)
+        return 0;
+    while (n < cap && fscanf(f, "%d %llu %llu", &i, &a, &b) == 3) {
+        idx[n] = i;
+        from[n] = a;
+        to[n++] = b;
+    }
+    fclose(f);
+    return n;
+}

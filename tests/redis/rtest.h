@@ -42,4 +42,12 @@ struct waiter {
 };
 void *waiter_main(void *arg);
 
+/* A lock handle with lease_ms (0: the URI's); fails the test on error. */
+dlock_lock *rt_lock(dlock_client *c, const char *name, uint32_t lease_ms);
+/* Read a log of holdings, lines "index grant_ns release_ns" (the waiting
+ * children of fair.c and queue.c write them): indexes in grant order and
+ * the holds, at most cap; how many. */
+size_t rt_read_log(const char *path, int *idx, uint64_t *from, uint64_t *to,
+                   size_t cap);
+
 #endif

@@ -445,8 +445,8 @@ struct backend_v2_frozen {
 static void backend__tables_v2_layout_frozen(void **state)
 {
     (void)state;
-    /* Versions 3 to 5 append to version 2's tables, nothing more. */
-    assert_int_equal(DLOCK_BACKEND_VERSION, 5);
+    /* Versions 3 to 6 append to version 2's tables, nothing more. */
+    assert_int_equal(DLOCK_BACKEND_VERSION, 6);
     SAME_B(version);
     SAME_B(scheme);
     SAME_B(aliases);
@@ -493,9 +493,13 @@ static void backend__tables_v2_layout_frozen(void **state)
     assert_int_equal(offsetof(struct dlock_mode, floor_wait),
                      offsetof(struct dlock_mode, forget) +
                          sizeof(void (*)(void)));
+    /* Version 6: the bench's server_cpu, after floor_wait. */
+    assert_int_equal(offsetof(struct dlock_mode, server_cpu),
+                     offsetof(struct dlock_mode, floor_wait) +
+                         sizeof(void (*)(void)));
     assert_int_equal(sizeof(struct dlock_mode),
                      sizeof(struct mode_v2_frozen) +
-                         4 * sizeof(void (*)(void)) + sizeof(void *));
+                         5 * sizeof(void (*)(void)) + sizeof(void *));
     /* The session header every backend embeds first. */
     assert_int_equal(offsetof(struct dlock_session, backend), 0);
 }
