@@ -1353,6 +1353,7 @@ struct crash_rec {
 struct crash_log {
     atomic_int phase; /* 0 before, 1 killing/restarting, 2 after */
     atomic_int stop;
+    atomic_int ready; /* children whose client and handles are open */
     atomic_uint_fast64_t order;
     atomic_int n;
     struct crash_rec rec[CRASH_RECS];
@@ -1374,6 +1375,7 @@ static void crash_child(struct crash_log *lg, const char *uri,
         if (dlock_lock_new(&lk[i], c, names[i], &o) != DLOCK_OK)
             _exit(4);
     }
+    atomic_fetch_add(&lg->ready, 1);
     for (unsigned i = 0; after < CRASH_AFTER && !atomic_load(&lg->stop) &&
                          h_now_ms() < end;
          i++) {
@@ -1448,7 +1450,12 @@ static void crash_run(const char *mode, uint32_t permits)
         if (pid[p] == 0)
             crash_child(lg, uri, names, permits);
     }
-    /* Some grants before: at least 50, or 5 s. */
+    /* Every child's client open (opening is not what this tests, and
+     * under TSan it can take longer than the 5 s below: a kill during it
+     * failed the child), then some grants before: at least 50, or 5 s. */
+    for (int64_t end = h_now_ms() + 30000;
+         atomic_load(&lg->ready) < CRASH_PROCS && h_now_ms() < end;)
+        h_sleep_ms(10);
     for (int64_t end = h_now_ms() + 5000;
          atomic_load(&lg->n) < 50 && h_now_ms() < end;)
         h_sleep_ms(10);
