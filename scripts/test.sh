@@ -65,7 +65,7 @@ for v in $variants; do
     # (exit codes, signals, the guard) has no threads the conformance,
     # fault, cancel, elect and latch suites do not already run under TSan.
     # Both leave out redis/redlock_five_nodes (suite redlock-five), whose
-    # two minutes wait out leases over code conformance/redlock runs. And
+    # minute waits out leases over code conformance/redlock runs. And
     # TSan runs one or two modes per backend, not all: races live in a
     # backend's threads and shared state (the reader, watcher and listener
     # threads, core's watchdog), which its modes share; ASan runs them all.

@@ -1816,10 +1816,12 @@ static void redlock__no_two_holders_with_delayed_restart(void **state)
     struct history h;
 
     (void)state;
-    rl_history(true, 5, &h);
+    /* Three cycles crash every node at least once ({1,2,3}, {3,4,5},
+     * {1,4,5}); DLOCK_TEST_REDLOCK_CYCLES runs more. */
+    rl_history(true, 3, &h);
     assert_int_equal(h.overlaps, 0);
     assert_int_equal(h.writes, h.counter); /* no update lost */
-    assert_true(h.holdings >= 10);         /* it did contend */
+    assert_true(h.holdings >= 6);          /* it did contend */
 }
 
 static void redlock__without_delay_two_holders_are_seen(void **state)
