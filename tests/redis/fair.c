@@ -85,45 +85,6 @@ static void no_queue_keys(redisContext *rc, const char *name)
                      0);
 }
 
-/* ---- a waiting process -------------------------------------------------------- */
-
-/*
- * args: uri, name, log path, index. Waits up to 20 s; once granted,
- * appends "index grant_ns release_ns" to the log (one write, O_APPEND)
- * just before releasing.
- */
-static int wait_child(char **args)
-{
-    dlock_client *c = h_client(args[0]);
-    dlock_lock *lk = NULL;
-    char line[96];
-    uint64_t t0;
-    bool ok;
-
-    if (c == NULL || dlock_lock_new(&lk, c, args[1], NULL) != DLOCK_OK)
-        return 3;
-    if (dlock_acquire(lk, 20000) != DLOCK_OK)
-        return 4;
-    t0 = h_now_ns();
-    h_sleep_ms(20);
-    snprintf(line, sizeof line, "%s %llu %llu\n", args[3],
-             (unsigned long long)t0, (unsigned long long)h_now_ns());
-    ok = h_append(args[2], line) && dlock_release(lk) == DLOCK_OK;
-    dlock_lock_free(lk);
-    dlock_client_close(c);
-    return ok ? 0 : 5;
-}
-
-static pid_t spawn_waiter(const char *u, const char *name, const char *log,
-                          int i)
-{
-    char idx[16];
-    const char *args[] = {u, name, log, idx, NULL};
-
-    snprintf(idx, sizeof idx, "%d", i);
-    return h_spawn_args("wait", args);
-}
-
 /* ---- arrival order ----------------------------------------------------------- */
 
 static void fair__grants_follow_arrival_8_processes(void **state)
@@ -133,18 +94,15 @@ static void fair__grants_follow_arrival_8_processes(void **state)
     dlock_lock *h = rt_lock(c, name, 0);
     redisContext *rc = raw();
     char log[300];
-    int idx[NPROC + 1];
-    uint64_t from[NPROC + 1], to[NPROC + 1];
     pid_t pid[NPROC];
     dlock_state st = DLOCK_STATE_INIT;
-    size_t n;
 
     (void)state;
     snprintf(log, sizeof log, "%s/order.log", h_scratch());
     assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
     for (int i = 0; i < NPROC; i++) {
         int64_t t = h_now_ms();
-        pid[i] = spawn_waiter(uri, name, log, i);
+        pid[i] = rt_spawn_waiter(uri, name, log, i, 0, 20);
         /* In line before the next one starts, and 50 ms apart. */
         assert_true(queue_reaches(rc, name, i + 1, 10000));
         while (h_now_ms() - t < 50)
@@ -157,13 +115,7 @@ static void fair__grants_follow_arrival_8_processes(void **state)
     assert_int_equal(dlock_release(h), DLOCK_OK);
     for (int i = 0; i < NPROC; i++)
         assert_int_equal(h_wait(pid[i]), 0);
-    n = rt_read_log(log, idx, from, to, NPROC + 1);
-    assert_int_equal(n, NPROC);
-    for (size_t i = 0; i < n; i++) {
-        assert_int_equal(idx[i], (int)i); /* granted in arrival order */
-        if (i > 0)
-            assert_true(from[i] >= to[i - 1]); /* one holder at a time */
-    }
+    rt_check_arrival_order(log, NPROC);
     no_queue_keys(rc, name);
     redisFree(rc);
     dlock_lock_free(h);
@@ -476,11 +428,11 @@ static void fair__stopped_waiter_keeps_place_killed_is_skipped(void **state)
     (void)state;
     snprintf(log, sizeof log, "%s/stopped.log", h_scratch());
     assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
-    w1 = spawn_waiter(u, name, log, 1);
+    w1 = rt_spawn_waiter(u, name, log, 1, 0, 20);
     assert_true(queue_reaches(rc, name, 1, 10000));
     first_waiter(rc, name, first, sizeof first);
     kill(w1, SIGSTOP);
-    w2 = spawn_waiter(u, name, log, 2);
+    w2 = rt_spawn_waiter(u, name, log, 2, 0, 20);
     assert_true(queue_reaches(rc, name, 2, 10000));
     assert_int_equal(dlock_release(h), DLOCK_OK);
     /* Stopped four times wait_time: it keeps its place; nobody holds. */
@@ -628,7 +580,7 @@ static void fair__bad_uris_name_the_parameter(void **state)
 
 int main(int argc, char **argv)
 {
-    static const struct h_role roles[] = {{"wait", wait_child},
+    static const struct h_role roles[] = {{"wait", rt_wait_child},
                                           {NULL, NULL}};
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fair__bad_uris_name_the_parameter),

@@ -74,35 +74,6 @@ static bool line_reaches(dlock_client *c, const char *name, uint32_t n,
 
 /* ---- a waiting process -------------------------------------------------------- */
 
-/*
- * args: uri, name, log path, index, lease ms. Waits up to 20 s; once
- * granted, holds 10 ms, then appends "index grant_ns release_ns" to the
- * log (one write, O_APPEND) and releases.
- */
-static int wait_child(char **args)
-{
-    dlock_client *c = h_client(args[0]);
-    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
-    dlock_lock *lk = NULL;
-    char line[96];
-    uint64_t t0;
-    bool ok;
-
-    o.lease_ms = (uint32_t)atoi(args[4]);
-    if (c == NULL || dlock_lock_new(&lk, c, args[1], &o) != DLOCK_OK)
-        return 3;
-    if (dlock_acquire(lk, 20000) != DLOCK_OK)
-        return 4;
-    t0 = h_now_ns();
-    h_sleep_ms(10);
-    snprintf(line, sizeof line, "%s %llu %llu\n", args[3],
-             (unsigned long long)t0, (unsigned long long)h_now_ns());
-    ok = h_append(args[2], line) && dlock_release(lk) == DLOCK_OK;
-    dlock_lock_free(lk);
-    dlock_client_close(c);
-    return ok ? 0 : 5;
-}
-
 /* args: uri, name. Takes the lock with a 1 s lease (renewed by the
  * watchdog), then sleeps until killed (at most a minute). */
 static int hold_child(char **args)
@@ -120,16 +91,6 @@ static int hold_child(char **args)
     return 0;
 }
 
-static pid_t spawn_waiter(const char *name, const char *log, int i,
-                          const char *lease)
-{
-    char idx[16];
-    const char *args[] = {uri, name, log, idx, lease, NULL};
-
-    snprintf(idx, sizeof idx, "%d", i);
-    return h_spawn_args("wait", args);
-}
-
 /* ---- arrival order ------------------------------------------------------------ */
 
 static void queue__grants_follow_arrival_8_processes(void **state)
@@ -139,17 +100,14 @@ static void queue__grants_follow_arrival_8_processes(void **state)
     dlock_lock *h = rt_lock(c, name, 0);
     redisContext *rc = raw();
     char log[300];
-    int idx[NPROC + 1];
-    uint64_t from[NPROC + 1], to[NPROC + 1];
     pid_t pid[NPROC];
-    size_t n;
 
     (void)state;
     snprintf(log, sizeof log, "%s/order.log", h_scratch());
     assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
     for (int i = 0; i < NPROC; i++) {
         int64_t t = h_now_ms();
-        pid[i] = spawn_waiter(name, log, i, "30000");
+        pid[i] = rt_spawn_waiter(uri, name, log, i, 30000, 10);
         assert_true(line_reaches(c, name, (uint32_t)i + 1, 10000));
         while (h_now_ms() - t < 30)
             h_sleep_ms(5);
@@ -158,13 +116,7 @@ static void queue__grants_follow_arrival_8_processes(void **state)
     assert_int_equal(dlock_release(h), DLOCK_OK);
     for (int i = 0; i < NPROC; i++)
         assert_int_equal(h_wait(pid[i]), 0);
-    n = rt_read_log(log, idx, from, to, NPROC + 1);
-    assert_int_equal(n, NPROC);
-    for (size_t i = 0; i < n; i++) {
-        assert_int_equal(idx[i], (int)i); /* granted in arrival order */
-        if (i > 0)
-            assert_true(from[i] >= to[i - 1]); /* one holder at a time */
-    }
+    rt_check_arrival_order(log, NPROC);
     /* The line's list went with its last entry. */
     assert_int_equal(rint_(rc, "EXISTS dlock:{%s}:q:line dlock:{%s}:q",
                            name, name),
@@ -244,9 +196,9 @@ static void queue__killed_waiter_is_skipped(void **state)
     (void)state;
     snprintf(log, sizeof log, "%s/killed.log", h_scratch());
     assert_int_equal(dlock_acquire(h, 5000), DLOCK_OK);
-    w1 = spawn_waiter(name, log, 1, "30000");
+    w1 = rt_spawn_waiter(uri, name, log, 1, 30000, 10);
     assert_true(line_reaches(c, name, 1, 10000));
-    w2 = spawn_waiter(name, log, 2, "30000");
+    w2 = rt_spawn_waiter(uri, name, log, 2, 30000, 10);
     assert_true(line_reaches(c, name, 2, 10000));
     kill(w1, SIGKILL);
     assert_int_equal(h_wait(w1), 128 + SIGKILL);
@@ -429,7 +381,7 @@ static void queue__bad_uris_name_the_parameter(void **state)
 int main(int argc, char **argv)
 {
     static const struct h_role roles[] = {
-        {"wait", wait_child}, {"hold", hold_child}, {NULL, NULL}};
+        {"wait", rt_wait_child}, {"hold", hold_child}, {NULL, NULL}};
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(queue__bad_uris_name_the_parameter),
         cmocka_unit_test(queue__grants_follow_arrival_8_processes),

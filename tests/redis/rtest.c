@@ -118,3 +118,55 @@ size_t rt_read_log(const char *path, int *idx, uint64_t *from,
     fclose(f);
     return n;
 }
+
+int rt_wait_child(char **args)
+{
+    dlock_client *c = h_client(args[0]);
+    dlock_lock_options o = DLOCK_LOCK_OPTIONS_INIT;
+    dlock_lock *lk = NULL;
+    char line[96];
+    uint64_t t0;
+    bool ok;
+
+    o.lease_ms = (uint32_t)atoi(args[4]);
+    if (c == NULL || dlock_lock_new(&lk, c, args[1], &o) != DLOCK_OK)
+        return 3;
+    if (dlock_acquire(lk, 20000) != DLOCK_OK)
+        return 4;
+    t0 = h_now_ns();
+    h_sleep_ms((uint32_t)atoi(args[5]));
+    snprintf(line, sizeof line, "%s %llu %llu\n", args[3],
+             (unsigned long long)t0, (unsigned long long)h_now_ns());
+    ok = h_append(args[2], line) && dlock_release(lk) == DLOCK_OK;
+    dlock_lock_free(lk);
+    dlock_client_close(c);
+    return ok ? 0 : 5;
+}
+
+pid_t rt_spawn_waiter(const char *uri, const char *name, const char *log,
+                      int index, uint32_t lease_ms, uint32_t hold_ms)
+{
+    char idx[16], lease[16], hold[16];
+    const char *args[] = {uri, name, log, idx, lease, hold, NULL};
+
+    snprintf(idx, sizeof idx, "%d", index);
+    snprintf(lease, sizeof lease, "%u", (unsigned)lease_ms);
+    snprintf(hold, sizeof hold, "%u", (unsigned)hold_ms);
+    return h_spawn_args("wait", args);
+}
+
+void rt_check_arrival_order(const char *log, size_t n)
+{
+    int idx[64];
+    uint64_t from[64], to[64];
+    size_t got;
+
+    assert_true(n < 64);
+    got = rt_read_log(log, idx, from, to, n + 1);
+    assert_int_equal(got, n);
+    for (size_t i = 0; i < got; i++) {
+        assert_int_equal(idx[i], (int)i); /* granted in arrival order */
+        if (i > 0)
+            assert_true(from[i] >= to[i - 1]); /* one holder at a time */
+    }
+}

@@ -8,6 +8,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <hiredis/hiredis.h>
 
@@ -49,5 +50,19 @@ dlock_lock *rt_lock(dlock_client *c, const char *name, uint32_t lease_ms);
  * the holds, at most cap; how many. */
 size_t rt_read_log(const char *path, int *idx, uint64_t *from, uint64_t *to,
                    size_t cap);
+
+/*
+ * The child role "wait" (register it as {"wait", rt_wait_child}): args
+ * uri, name, log path, index, lease ms (0: the URI's), hold ms. Waits up
+ * to 20 s; once granted, holds, then appends "index grant_ns release_ns"
+ * to the log (one write, O_APPEND) and releases. Exits 0, or 3 to 5.
+ */
+int rt_wait_child(char **args);
+/* Start one ("wait" above). */
+pid_t rt_spawn_waiter(const char *uri, const char *name, const char *log,
+                      int index, uint32_t lease_ms, uint32_t hold_ms);
+/* The log of n waiters started in index order 0..n-1: all were granted,
+ * in that order, one holder at a time. */
+void rt_check_arrival_order(const char *log, size_t n);
 
 #endif
