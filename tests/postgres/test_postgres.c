@@ -567,6 +567,70 @@ static void postgres__tx_owner_follows_the_holder(void **state)
     }
 }
 
+/* advisory_xact's lock statement orders its steps by nested CASEs
+ * (tx.c): the fence is drawn only once the lock is granted. A refused try
+ * draws nothing; a wait draws when its wait ends, so a fence drawn by
+ * another name while it waits is below its own (a draw at the start of
+ * the wait would be above it). Each client has its epoch learned first,
+ * so the value drawn with the lock is the one handed out (not one drawn
+ * again over the fence connection). */
+static void postgres__xact_draws_after_the_grant(void **state)
+{
+    dlock_client *c[3];
+    dlock_lock *held, *w, *x;
+    const char *name = h_name("xact-order");
+    PGconn *a = admin();
+    struct acq_job j;
+    pthread_t t;
+    long long drawn, waiting = 0;
+    uint64_t fx;
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        dlock_lock *warm;
+        c[i] = h_client(uri_of("mode=advisory_xact"));
+        warm = h_lock(c[i], h_name("xact-warm"), 0, 0);
+        assert_int_equal(dlock_acquire(warm, 5000), DLOCK_OK);
+        assert_int_equal(dlock_release(warm), DLOCK_OK);
+        dlock_lock_free(warm);
+    }
+    held = h_lock(c[0], name, 0, 0);
+    w = h_lock(c[1], name, 0, 0);
+    x = h_lock(c[2], h_name("xact-other"), 0, 0);
+    assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
+
+    drawn = sql_num(a, "SELECT last_value FROM dlock_fence_useq");
+    assert_int_equal(dlock_try_acquire(w), DLOCK_EBUSY);
+    assert_int_equal(sql_num(a, "SELECT last_value FROM dlock_fence_useq"),
+                     drawn);
+
+    j = (struct acq_job){w, -100};
+    pthread_create(&t, NULL, acquire_job, &j);
+    for (int i = 0; i < 500 && waiting == 0; i++) {
+        h_sleep_ms(20);
+        waiting = sql_num(a, "SELECT count(*) FROM pg_locks WHERE "
+                             "locktype = 'advisory' AND NOT granted");
+    }
+    assert_int_equal(waiting, 1);
+    assert_int_equal(dlock_acquire(x, 5000), DLOCK_OK);
+    fx = dlock_fence(x);
+    assert_int_equal(dlock_release(x), DLOCK_OK);
+    assert_int_equal(dlock_release(held), DLOCK_OK);
+    pthread_join(t, NULL);
+    if (j.rc != DLOCK_OK)
+        fail_msg("wait: %s", dlock_lock_errmsg(w));
+    fprintf(stderr, "  fence drawn while waiting %llu, the waiter's %llu\n",
+            (unsigned long long)fx, (unsigned long long)dlock_fence(w));
+    assert_true(dlock_fence(w) > fx);
+    assert_int_equal(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(x);
+    dlock_lock_free(w);
+    dlock_lock_free(held);
+    for (int i = 0; i < 3; i++)
+        dlock_client_close(c[i]);
+    PQfinish(a);
+}
+
 static void postgres__modes_and_caps(void **state)
 {
     const uint32_t bound = DLOCK_CAP_CONN_BOUND | DLOCK_CAP_SERVER_TIMEOUT |
@@ -1778,6 +1842,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(postgres__uri_parameters),
         cmocka_unit_test(postgres__modes_and_caps),
         cmocka_unit_test(postgres__tx_owner_follows_the_holder),
+        cmocka_unit_test(postgres__xact_draws_after_the_grant),
         cmocka_unit_test(postgres__permits_one_slot_each),
         cmocka_unit_test(postgres__lease_permits_one_row_each),
     };
