@@ -27,13 +27,16 @@
  * (fence.c) once the lock is granted, in the lock's own transaction:
  * nextval() is not transactional, so the value is everyone's at once, and
  * writes no WAL. The client's check of its epoch is all it costs. Only
- * when that check fails (the client's first acquire, after a crash, or a
- * new epoch) is there epoch work, which the lock's transaction cannot do
- * (it would commit only at the release): the acquire rolls its
+ * when that check fails (after a crash, a new epoch, or on a fresh
+ * database; a client reads the epoch when it connects, tx_on_connect) is
+ * there epoch work, which the lock's transaction cannot do (it would
+ * commit only at the release): the acquire rolls its
  * transaction back, letting the lock go, confirms, raises or bumps the
  * epoch over the same connection, autocommitted and holding nothing
  * (dlock__pg_fence, which draws and judges its own values), and runs
- * again, against the same deadline. The value handed out is always one
+ * again, against the same deadline, at the back of the queue (hence the
+ * read at connect: conformance's fair_grants_follow_arrival fails
+ * without it). The value handed out is always one
  * drawn after its grant and passing the client's check, so fence.c's
  * argument holds as for a value that passed the first time. Earlier
  * versions did this over a connection of its own while holding, and
@@ -407,8 +410,10 @@ static int fu_floor(const struct dlock_uri *uri, const char *name,
      DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |  \
      DLOCK_CAP_SHARED | DLOCK_CAP_FENCING | DLOCK_CAP_LATCH)
 
-/* Version 15 or later, for the unlogged sequence of the fences; then the
- * session's TCP keepalives. */
+/* Version 15 or later, for the unlogged sequence of the fences; the
+ * client's epoch, if it knows none yet, so that its first lock need not
+ * let go for it (see the top: a lock let go loses its place in the
+ * queue); then the session's TCP keepalives. */
 static int tx_on_connect(struct pg_session *s, int64_t deadline, char *err,
                          size_t errlen)
 {
@@ -417,7 +422,8 @@ static int tx_on_connect(struct pg_session *s, int64_t deadline, char *err,
                      {cf->ka_idle, cf->ka_interval, cf->ka_count}};
     int rc;
 
-    if ((rc = dlock__pg_fence_server(s, err, errlen)) != DLOCK_OK)
+    if ((rc = dlock__pg_fence_server(s, err, errlen)) != DLOCK_OK ||
+        (rc = dlock__pg_fence_learn(s, err, errlen)) != DLOCK_OK)
         return rc;
     return dlock__pg_setup(s, &q, deadline, err, errlen);
 }
