@@ -178,8 +178,7 @@ void dlock__pg_drop(struct pg_session *s)
 {
     pg_prep_clear(s); /* prepared statements end with the connection */
     if (s->conn != NULL) {
-        if (!s->fence_conn)
-            dlock_session_watch(&s->base, -1);
+        dlock_session_watch(&s->base, -1);
         PQfinish(s->conn);
     }
     s->conn = NULL;
@@ -238,8 +237,6 @@ int dlock__pg_connect(struct pg_session *s, char *err, size_t errlen)
             return rc;
         }
     }
-    if (s->fence_conn)
-        return DLOCK_OK;
     /* Connection-bound modes: the locks end with this socket; lease: a
      * dropped connection is noticed before the next call [B-WATCH-1]. */
     dlock_session_watch(&s->base, PQsocket(c));

@@ -364,7 +364,8 @@ int dlock__pg_forget(const struct dlock_mode *mode,
                                : "");
                 q[nq++] = (struct pg_q){del[j][0], 1, {key[j]}};
             }
-            /* The tx modes' owner rows (inspect.c). */
+            /* The tx modes' owner rows, which earlier versions wrote
+             * (tx.c). */
             if (!adv && !lease)
                 q[nq++] = (struct pg_q){
                     "DELETE FROM dlock_owners WHERE key = $1", 1, {key[j]}};

@@ -18,8 +18,8 @@
  * dlock__pg_owner_q below: its session locks cannot pass a transaction
  * pooler, so only this connection writes its process's rows) and clear,
  * before their first, the rows a process that ended left under the same
- * pid; the tx modes ask the server process's dlock.owner setting instead
- * (tx.c).
+ * pid. The tx modes keep no rows: their lock's transaction names its
+ * holder in its server process's application_name (tx.c).
  * A row is only ever read beside a lock held by its process.
  */
 #include <stdio.h>

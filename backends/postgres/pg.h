@@ -166,11 +166,6 @@ struct pg_listener {
 struct pg_ctx {
     struct pg_conf cf;
     struct pg_listener ln;
-    /* advisory_xact and for_update: the autocommitted connection their
-     * fences' epoch is confirmed, raised or bumped over (tx.c), opened on
-     * first need; fence_mu serialises the client's threads on it. */
-    pthread_mutex_t fence_mu;
-    struct pg_session *fence;
     /* The durable fence epoch as last read or written by this client
      * (fence.c): 0 until known. It only grows. */
     _Atomic uint64_t epoch;
@@ -190,9 +185,6 @@ struct pg_ctx {
     } handoff[PG_HANDOFF_SLOTS];
 };
 
-/* advisory_xact and for_update (tx.c): close the ctx's fence connection. */
-void dlock__pg_tx_fence_close(struct pg_ctx *x);
-
 /* One (key, owner id) a connection wrote to its owner table: gen says on
  * which connection. */
 #define PG_OWNERS_SEEN 16
@@ -208,7 +200,6 @@ struct pg_session {
     const struct pg_conf *cf;
     PGconn *conn;        /* NULL once dropped */
     uint64_t gen;        /* bumped by every (re)connect; grants keep it */
-    bool fence_conn;     /* the ctx's fence connection (tx.c), not core's */
     int backend_pid;     /* advisory: the server process of this session */
     uint32_t covered_ms; /* advisory: the lease idle_session_timeout covers */
     size_t ngrants;      /* connection-bound grants living on conn */
@@ -402,6 +393,10 @@ bool dlock__pg_fence_ok(struct pg_ctx *x, uint64_t v);
  * about v runs on it, so in the server's life v was drawn in. DLOCK_OK
  * with *out, or the failure's code with err filled.
  */
+/* The client's epoch, while it knows none: read from the committed row
+ * (a confirm without a value), on autocommitted s. So a client's first
+ * lock usually needs no epoch work (tx.c). */
+int dlock__pg_fence_learn(struct pg_session *s, char *err, size_t errlen);
 int dlock__pg_fence(struct pg_session *s, uint64_t v, uint64_t *out,
                     char *err, size_t errlen);
 /* Can s's server give fences (version 15 or later, for the unlogged

@@ -76,7 +76,6 @@ static int pg_ctx_open(void **out, const struct dlock_uri *uri,
         return rc;
     }
     dlock__pg_listen_init(&x->ln, &x->cf);
-    pthread_mutex_init(&x->fence_mu, NULL);
     *out = x;
     return DLOCK_OK;
 }
@@ -85,7 +84,6 @@ static void pg_ctx_close(void *ctx)
 {
     struct pg_ctx *x = ctx;
 
-    dlock__pg_tx_fence_close(x);
     dlock__pg_listen_stop(&x->ln);
     dlock__pg_conf_free(&x->cf);
     free(x);

@@ -11,37 +11,55 @@
  *                  UPDATE (NOWAIT for a try, lock_timeout for a timed
  *                  wait); the row is created on first use.
  *
- * They share their logic (one round trip of BEGIN, limits and lock, then
- * one on the fence connection) and differ in their statements and in what
- * a name maps to (struct pg_mode's row_key): each has its own mode object
- * below.
+ * They share their logic (one round trip of BEGIN, limits and lock) and
+ * differ in their statements and in what a name maps to (struct
+ * pg_mode's row_key): each has its own mode object below.
+ *
+ * A held lock never needs a second server connection. Behind a
+ * transaction pooler every open lock transaction, the holder's and each
+ * waiter's blocked in its lock, keeps one server connection of the pool;
+ * a holder that needed another (earlier versions: a fence connection of
+ * its client's for the epoch and the owner row) waited behind the waiters
+ * it blocks once they filled the pool, until their lock_timeout
+ * (postgres/pooler's small pool checks it).
  *
  * Fences. The lock's statement draws the fence from the unlogged sequence
  * (fence.c) once the lock is granted, in the lock's own transaction:
  * nextval() is not transactional, so the value is everyone's at once, and
  * writes no WAL. The client's check of its epoch is all it costs. Only
- * when that check fails (after a crash, or a new epoch) does the client
- * turn to its own autocommitted fence connection, which confirms, raises
- * or bumps the epoch and draws a new value (the lock's transaction cannot
- * commit the epoch: it ends at the release). Earlier versions drew over
- * that connection every time: an upserted counter row, and before it
- * nextval() of a logged sequence with a WAL flush per acquire.
+ * when that check fails (after a crash, a new epoch, or on a fresh
+ * database; a client reads the epoch when it connects, tx_on_connect) is
+ * there epoch work, which the lock's transaction cannot do (it would
+ * commit only at the release): the acquire rolls its
+ * transaction back, letting the lock go, confirms, raises or bumps the
+ * epoch over the same connection, autocommitted and holding nothing
+ * (dlock__pg_fence, which draws and judges its own values), and runs
+ * again, against the same deadline, at the back of the queue (hence the
+ * read at connect: conformance's fair_grants_follow_arrival fails
+ * without it). The value handed out is always one
+ * drawn after its grant and passing the client's check, so fence.c's
+ * argument holds as for a value that passed the first time. Earlier
+ * versions did this over a connection of its own while holding, and
+ * before that drew over it every time: an upserted counter row, and
+ * before it nextval() of a logged sequence with a WAL flush per acquire.
  *
- * Owner ids. inspect names the holder from dlock_owners, the row of the
- * lock's server process for the key (inspect.c), which is written over
- * the fence connection, autocommitted (rows written inside the lock's
- * transaction would be invisible to inspect until the release), and only
- * when it may not say this holder (owner id, or "" when shared). What it
- * says is vouched for by the server process itself, not by a memory of
- * this connection's, which a transaction-pooling proxy would make wrong
- * (other clients' transactions run on the same server process): the
- * session setting dlock.owner, "key owner", set in every lock
- * transaction and so kept only by one that commits, i.e. was granted and
- * wrote its row first (a failed write rolls the lock back). The lock's
- * round trip reads the value the last one left: if it is this holder's,
- * so is the row, since only a lock transaction on that process writes
- * its row. No table read in the hot path: that cost ~20 us a cycle
- * (planning), measured.
+ * Owner ids. inspect finds the lock's server process (pg_locks for
+ * advisory_xact, the row's xmax for for_update) and reads the holder's
+ * owner id from that process's application_name in pg_stat_activity,
+ * which every role may read (pg_stat_get_activity() gives application_name
+ * to all callers; most other columns only to the role's members and
+ * pg_read_all_stats). The lock's transaction sets it, local to the
+ * transaction, to the connection's own name and " owner:<owner id>"
+ * (tx_app_name), in the statement that takes the lock: it is the
+ * holder's for exactly as long as the transaction holds the lock, the
+ * server puts it back at COMMIT or ROLLBACK, and behind a transaction
+ * pooler it is the process's own word, whichever client's transaction
+ * ran there before. The server keeps 63 bytes, NAMEDATALEN - 1: owner ids
+ * ("<client uuid>:<serial>", at most 57 bytes; ASCII, which the server
+ * keeps as it is) fit with the tag; the connection's own name is cut to
+ * make room. Earlier versions wrote an owner row in dlock_owners over the
+ * fence connection when the process's session setting dlock.owner said
+ * its last lock was another holder's; the table stays for their clients.
  *
  * The lock's transaction writes nothing a crash must keep: the lock dies
  * with the server anyway. for_update's commits with synchronous_commit
@@ -101,24 +119,20 @@ enum {
  */
 #define TX_TURN_FLIP 0x5a5a000000000000ull
 
-/* for_update's limits, a statement of its own before the lock's, with a
- * commit that does not wait for the disk (see the top): the owner row the
- * lock's server process vouched for in its last committed lock
- * transaction (dlock.owner, "key owner": see the top), read first (a
- * MATERIALIZED CTE, which the rest reads), with the server process, and
- * then set to this one's ($3); the wait's limit ($1) and the silence
- * limit [B-BOUND-1] ($2) (bound.c), local to the transaction, which is
- * exactly the lock's life. advisory_xact, whose transaction writes no
- * WAL, does the same within its lock statement (TX_XACT below): one
+/* The owner id, in application_name (tx_app_name; see the top), the
+ * wait's limit ($1) and the silence limit [B-BOUND-1] ($2) (bound.c), all
+ * local to the transaction, which is exactly the lock's life. for_update
+ * runs them as a statement of their own, with a commit that does not wait
+ * for the disk (see the top); advisory_xact, whose transaction writes no
+ * WAL, as conditions of its lock statement's CASE (TX_XACT below): one
  * statement less to run, 5 us a cycle, measured. The TCP keepalives are
  * the session's (tx_on_connect). */
+#define TX_LIMITS                                                           \
+    "set_config('application_name', $3, true),"                             \
+    " set_config('lock_timeout', $1, true),"                                \
+    " set_config('idle_in_transaction_session_timeout', $2, true)"
 static const char SQL_SET_TX[] =
-    "WITH p AS MATERIALIZED (SELECT current_setting('dlock.owner', true)"
-    " AS was, pg_backend_pid() AS pid)"
-    " SELECT p.was, p.pid, set_config('dlock.owner', $3, false),"
-    " set_config('lock_timeout', $1, true),"
-    " set_config('idle_in_transaction_session_timeout', $2, true),"
-    " set_config('synchronous_commit', 'off', true) FROM p";
+    "SELECT " TX_LIMITS ", set_config('synchronous_commit', 'off', true)";
 /* The TCP keepalives [B-BOUND-1], once per connection: the server's end
  * of this connection is what they watch (behind a transaction pooler,
  * the pooler's, whichever client set them). */
@@ -127,15 +141,9 @@ static const char SQL_KEEPALIVES[] =
     " set_config('tcp_keepalives_interval', $2, false),"
     " set_config('tcp_keepalives_count', $3, false)";
 static const char SQL_ONE[] = "SELECT 1";
-/* The owner row of server process $1 (inspect.c), the only one it needs:
- * a process holds one lock of these modes at a time, so its rows of other
- * keys are stale. Written over the fence connection (autocommitted). */
-static const char SQL_OWNER_CLEAR[] =
-    "DELETE FROM dlock_owners WHERE pid = $1::int AND key <> $2";
-static const char SQL_OWNER_SET[] =
-    "INSERT INTO dlock_owners (pid, key, owner) VALUES ($1::int, $2, $3)"
-    " ON CONFLICT (pid, key) DO UPDATE SET owner = EXCLUDED.owner";
-/* Every relation the fences and owner ids need, for both modes' ddl. */
+/* Every relation the fences need, for both modes' ddl; and dlock_owners,
+ * where earlier versions kept these modes' owner ids (their inspect and
+ * their acquire still read and write it). */
 #define TX_FENCE_DDL                                                        \
     DLOCK__PG_FENCE_DDL_EPOCH, DLOCK__PG_FENCE_DDL_EPOCH_ROW,               \
         DLOCK__PG_FENCE_DDL_SEQ, DLOCK__PG_OWNERS_DDL("dlock_owners")
@@ -146,143 +154,84 @@ static const char SQL_OWNER_SET[] =
     "WITH l AS MATERIALIZED (" L ") SELECT " DLOCK__PG_FENCE_DRAW " FROM l"
 /*
  * advisory_xact's lock statement: one SELECT list without a FROM, whose
- * order is that of nested CASEs, not of CTEs. PostgreSQL does not define
- * the order in which the parts of an expression or a select list are
+ * order is that of a CASE, not of CTEs. PostgreSQL does not define the
+ * order in which the parts of an expression or a select list are
  * evaluated, but it promises it for CASE: "When it is essential to force
  * evaluation order, a CASE construct can be used" (the manual, 4.2.14,
  * Expression Evaluation Rules; 9.18.1: CASE evaluates its conditions in
  * turn and "does not evaluate any subexpressions that are not needed to
  * determine the result"). Its exceptions, immutable subexpressions folded
- * when the statement is planned and aggregates, touch nothing here:
- * current_setting and pg_backend_pid are stable, the rest volatile, and
- * nothing is aggregated. So, in this order:
- *   the owner read: current_setting('dlock.owner') = $2, this holder's,
- *     the condition of the outer CASE, before either branch;
- *   then in the branch taken, TX_XACT_GO: when the read was another's,
- *     dlock.owner set to $2 (session-level, kept only by a transaction
- *     that commits, see the top; when it was this holder's, setting it
- *     again would change nothing, committed or rolled back), the limits
- *     local to the transaction (LT: the wait's lock_timeout, $4; the
- *     silence limit [B-BOUND-1], $1), each the condition of a WHEN that
- *     is never true (set_config answers the value set, never NULL), then
- *     the lock G (on key $3) as the last condition, and the fence drawn
- *     only as its result: after the grant, and only when G is true.
- * The fence comes back positive when the owner read said this holder,
- * negated when not (a fence is a positive bigint), NULL when the try was
- * refused; pg_backend_pid() (no order needed) beside it. Server time per
- * statement, measured against the three MATERIALIZED CTEs it replaces
- * (with their lock_timeout in a try too): 2.0 us above the bare lock's
- * instead of 3.7 (docs/backends/postgres.md).
+ * when the statement is planned and aggregates, touch nothing here: the
+ * functions are volatile, and nothing is aggregated. So, in this order:
+ * the owner id in application_name ($2, see the top) and the limits
+ * local to the transaction (LT: the wait's lock_timeout, $4; the silence
+ * limit [B-BOUND-1], $1), each the condition of a WHEN that is never true
+ * (set_config answers the value set, never NULL), then the lock G (on key
+ * $3) as the last condition, and the fence drawn only as its result:
+ * after the grant, and only when G is true; NULL when the try was
+ * refused. Server time per statement, measured against the three
+ * MATERIALIZED CTEs it replaced (with their lock_timeout in a try too):
+ * 2.0 us above the bare lock's instead of 3.7 (docs/backends/postgres.md),
+ * before the owner read went with the owner rows.
  */
-#define TX_XACT_OWNER                                                       \
-    " WHEN set_config('dlock.owner', $2, false) IS NULL THEN NULL"
-#define TX_XACT_GO(OWN, LT, G)                                              \
-    "CASE" OWN LT " WHEN set_config('idle_in_transaction_session_timeout',"  \
-    " $1, true) IS NULL THEN NULL WHEN " G " THEN " DLOCK__PG_FENCE_DRAW    \
-    " END"
 #define TX_XACT(LT, G)                                                      \
-    "SELECT pg_backend_pid(), CASE WHEN current_setting('dlock.owner',"     \
-    " true) = $2 THEN " TX_XACT_GO("", LT, G) " ELSE -"                     \
-    TX_XACT_GO(TX_XACT_OWNER, LT, G) " END"
+    "SELECT CASE WHEN set_config('application_name', $2, true) IS NULL"     \
+    " THEN NULL" LT " WHEN set_config("                                     \
+    "'idle_in_transaction_session_timeout', $1, true) IS NULL THEN NULL"    \
+    " WHEN " G " THEN " DLOCK__PG_FENCE_DRAW " END"
 /* A try never waits for its lock, so it sets no lock_timeout (as
  * advisory mode's); a wait bounds its wait by its own ($4). */
 #define TX_XACT_LT                                                          \
     " WHEN set_config('lock_timeout', $4, true) IS NULL THEN NULL"
+/* What a holder's application_name ends with: its owner id follows. */
+#define TX_OWNER_TAG " owner:"
+/* inspect's owner id of server process a (a row of pg_stat_activity):
+ * what follows the tag at the end of its application_name, NULL if it
+ * has none. */
+#define TX_OWNER_OF(a)                                                      \
+    "substring(" a ".application_name from '" TX_OWNER_TAG "([^ ]+)$')"
 
-/* ---- the fence connection ---------------------------------------------- */
-
-/* Run job over the ctx's fence connection (see the top), opened on first
- * need and once more if it was lost. */
-static int tx_on_fence_conn(struct pg_session *s, const char *what,
-                            int (*job)(struct pg_session *fs, void *arg,
-                                       char *err, size_t errlen),
-                            void *arg)
+/* The application_name of the lock's transaction, in out (at most 63
+ * bytes, the server's limit, NAMEDATALEN - 1): the connection's own (the
+ * URI's, or dlock:<pid>: conf.c), cut where it must be, then the tag and
+ * the owner id. A shared holder, or an owner id too long to fit whole,
+ * leaves the connection's name as it is (inspect then says "" for it). */
+static void tx_app_name(const struct pg_conf *cf, const char *owner,
+                        char out[64])
 {
-    struct pg_ctx *x = s->x;
-    char err[512] = "";
-    int rc = DLOCK_ECONNECT;
+    const char *name = "";
+    size_t tag = strlen(TX_OWNER_TAG), olen = strlen(owner), keep;
 
-    pthread_mutex_lock(&x->fence_mu);
-    for (int attempt = 0; attempt < 2; attempt++) {
-        struct pg_session *fs = x->fence;
-        if (fs == NULL) {
-            fs = calloc(1, sizeof *fs);
-            if (fs == NULL) {
-                rc = dlock_errorf(err, sizeof err, DLOCK_ENOMEM,
-                                  "out of memory");
-                break;
-            }
-            fs->x = x;
-            fs->cf = &x->cf;
-            fs->fence_conn = true;
-            if ((rc = dlock__pg_connect(fs, err, sizeof err)) != DLOCK_OK) {
-                free(fs);
-                break;
-            }
-            x->fence = fs;
-        }
-        if ((rc = job(fs, arg, err, sizeof err)) != DLOCK_ECONNECT)
-            break;
-        dlock__pg_drop(fs);
-        free(fs);
-        x->fence = NULL;
+    for (int i = 0; cf->kw[i] != NULL; i++)
+        if (strcmp(cf->kw[i], "application_name") == 0)
+            name = cf->val[i];
+    keep = strlen(name);
+    if (olen == 0 || tag + olen > 63) {
+        snprintf(out, 64, "%.63s", name);
+        return;
     }
-    pthread_mutex_unlock(&x->fence_mu);
-    if (rc != DLOCK_OK)
-        return dlock_session_error(&s->base, rc, "fence connection: %s: %s",
-                                   what, err);
-    return DLOCK_OK;
-}
-
-/* A fence drawn afresh, after the epoch's check: the value drawn with the
- * lock is discarded. A reply lost with the connection may have taken a
- * value: drawing once more skips one, which fencing allows. */
-static int tx_fence_job(struct pg_session *fs, void *arg, char *err,
-                        size_t errlen)
-{
-    return dlock__pg_fence(fs, 0, arg, err, errlen);
-}
-
-/* What the owner row of a lock's server process must say. */
-struct tx_owner {
-    const char *pid, *key, *owner;
-};
-
-static int tx_owner_job(struct pg_session *fs, void *arg, char *err,
-                        size_t errlen)
-{
-    const struct tx_owner *o = arg;
-    struct pg_q q[2] = {
-        {SQL_OWNER_CLEAR, 2, {o->pid, o->key}},
-        {SQL_OWNER_SET, 3, {o->pid, o->key, o->owner}},
-    };
-    struct pg_res res;
-    int rc = dlock__pg_run(fs, q, 2, dlock__pg_deadline(fs->cf), &res);
-
-    if (rc == PG_SQLERR)
-        rc = dlock_errorf(err, errlen, DLOCK_ERROR, "%s (SQLSTATE %s)",
-                          PQresultErrorField(res.r[res.failed],
-                                             PG_DIAG_MESSAGE_PRIMARY),
-                          res.state);
-    else if (rc == DLOCK_ECONNECT)
-        dlock_errorf(err, errlen, rc, "%s", fs->why);
-    else if (rc != DLOCK_OK)
-        dlock_errorf(err, errlen, rc, "creating its tables failed");
-    dlock__pg_res_clear(&res);
-    return rc;
-}
-
-void dlock__pg_tx_fence_close(struct pg_ctx *x)
-{
-    if (x->fence != NULL) {
-        dlock__pg_drop(x->fence);
-        free(x->fence);
-        x->fence = NULL;
-    }
-    pthread_mutex_destroy(&x->fence_mu);
+    if (keep > 63 - tag - olen)
+        keep = 63 - tag - olen;
+    snprintf(out, 64, "%.*s" TX_OWNER_TAG "%s", (int)keep, name, owner);
 }
 
 /* ---- acquire ----------------------------------------------------------- */
+
+/* A value drawn with the lock whose epoch the client cannot vouch for
+ * (fence.c): the lock was let go (rolled back); confirm, raise or bump
+ * the epoch over the same connection, autocommitted, holding nothing. The
+ * value drawn there is discarded like the lock's: the acquire runs again
+ * and draws after its grant. */
+static int tx_epoch(struct pg_session *s)
+{
+    char err[512] = "";
+    uint64_t skipped;
+    int rc = dlock__pg_fence(s, 0, &skipped, err, sizeof err);
+
+    if (rc != DLOCK_OK)
+        return dlock_session_error(&s->base, rc, "fence: %s", err);
+    return DLOCK_OK;
+}
 
 static int tx_acquire(struct dlock_session *ds,
                       const struct dlock_request *req, int64_t deadline,
@@ -295,46 +244,44 @@ static int tx_acquire(struct dlock_session *ds,
     bool turn = cf->sql[TX_TURN] != NULL;
     bool set = cf->sql[TX_SET] != NULL;
     int lock = (deadline != 0 ? TX_WAIT : TX_TRY) + sh;
-    char key[65], tkey[24], lt[16], idle[16], mine[136];
+    char key[65], tkey[24], lt[16], idle[16], app[64];
     /* advisory_xact's lock statement: a try sets no lock_timeout. */
     struct pg_q xact = {cf->sql[lock], deadline != 0 ? 4 : 3,
-                        {idle, mine, key, lt}};
+                        {idle, app, key, lt}};
     uint8_t d[32];
-    const char *owner = sh ? "" : req->owner;
     struct pg_q q[PG_MAXQ];
     struct pg_res res;
-    int rc, nq;
+    int rc, nq, inserts = 0, epochs = 0;
 
     (void)retry_ms;
     if ((rc = dlock__pg_ready(s)) != DLOCK_OK)
         return rc;
     dlock__pg_digest(cf, req->name, req->name_len, d);
     dlock__pg_digest_key(cf, d, key);
-    snprintf(mine, sizeof mine, "%s %s", key, owner);
-    dlock__pg_lock_timeout(lt, deadline);
+    tx_app_name(cf, sh ? "" : req->owner, app);
     dlock__pg_idle_text(idle, req->lease_ms);
-    if (turn) {
+    if (turn)
         dlock__pg_key_text(tkey, dlock__pg_key64(d) ^ TX_TURN_FLIP);
-        if (deadline == 0) /* a try waits at the turnstile 1 ms at most */
-            strcpy(lt, "1");
-    }
 
-    /* Two tries at most: the second after creating a missing lock row. */
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int setq, lockq;
+    /* Tries: one more after creating a missing lock row, and after each
+     * epoch job (a few, as fence.c's own). */
+    for (;;) {
+        int lockq;
         const PGresult *last;
         uint64_t v;
-        char pid[16];
-        bool ours;
+
+        /* The wait's limit, from what is left of the deadline (a try
+         * waits at the turnstile 1 ms at most). */
+        dlock__pg_lock_timeout(lt, deadline);
+        if (turn && deadline == 0)
+            strcpy(lt, "1");
 
         /* BEGIN, the wait's limits, the lock and its fence: one round
-         * trip. The owner read and the server process come from the
-         * limits' statement (setq), or with the fence from the lock's. */
+         * trip. */
         nq = 0;
         q[nq++] = (struct pg_q){"BEGIN", 0, {NULL}};
-        setq = nq;
         if (set)
-            q[nq++] = (struct pg_q){cf->sql[TX_SET], 3, {lt, idle, mine}};
+            q[nq++] = (struct pg_q){cf->sql[TX_SET], 3, {lt, idle, app}};
         if (turn)
             q[nq++] = (struct pg_q){cf->sql[TX_TURN + sh], 1, {tkey}};
         lockq = nq;
@@ -361,7 +308,7 @@ static int tx_acquire(struct dlock_session *ds,
                                {key, cf->ns, req->name}};
             dlock__pg_res_clear(&res);
             dlock__pg_rollback(s);
-            if (attempt > 0)
+            if (inserts++ > 0)
                 break;
             rc = dlock__pg_run(s, &ins, 1, dlock__pg_deadline(cf), &res);
             if (rc == PG_SQLERR)
@@ -379,36 +326,26 @@ static int tx_acquire(struct dlock_session *ds,
             dlock__pg_rollback(s);
             return DLOCK_EBUSY; /* pg_try_advisory_xact_lock said no */
         }
-        /* The fence is the lock statement's last column; advisory_xact's
-         * is negated when the owner read was not this holder's. */
-        if (set) {
-            v = dlock__pg_u64(last, 0, PQnfields(last) - 1);
-            snprintf(pid, sizeof pid, "%s", PQgetvalue(res.r[setq], 0, 1));
-            ours = strcmp(PQgetvalue(res.r[setq], 0, 0), mine) == 0;
-        } else {
-            long long sv = strtoll(PQgetvalue(last, 0, 1), NULL, 10);
-            ours = sv > 0;
-            v = (uint64_t)(ours ? sv : -sv);
-            snprintf(pid, sizeof pid, "%s", PQgetvalue(last, 0, 0));
-        }
+        /* The fence is the lock statement's last column. */
+        v = dlock__pg_u64(last, 0, PQnfields(last) - 1);
         dlock__pg_res_clear(&res);
-        if (dlock__pg_fence_ok(s->x, v))
+        if (dlock__pg_fence_ok(s->x, v)) {
             g->fence = v;
-        else
-            rc = tx_on_fence_conn(s, "fence", tx_fence_job, &g->fence);
-        /* Who holds it, for inspect, where the lock's server process has
-         * another's (see the top). */
-        if (rc == DLOCK_OK && !ours) {
-            struct tx_owner o = {pid, key, owner};
-            rc = tx_on_fence_conn(s, "owner id", tx_owner_job, &o);
+            g->word[1] = s->gen;
+            s->ngrants++;
+            return DLOCK_OK;
         }
-        if (rc != DLOCK_OK) {
-            dlock__pg_rollback(s);
+        /* An epoch to confirm, raise or bump (see the top): not while
+         * holding, which could wait for a second server connection. */
+        dlock__pg_rollback(s);
+        if (epochs++ >= 4)
+            return dlock_session_error(&s->base, DLOCK_ERROR,
+                                       "fence: the epoch of the values drawn "
+                                       "keeps moving (is the server "
+                                       "crashing, or something resetting "
+                                       "dlock_fence_useq?)");
+        if ((rc = tx_epoch(s)) != DLOCK_OK)
             return rc;
-        }
-        g->word[1] = s->gen;
-        s->ngrants++;
-        return DLOCK_OK;
     }
     return dlock_session_error(&s->base, DLOCK_ERROR,
                                "the lock row vanished right after it was "
@@ -464,7 +401,7 @@ static void fu_read(const PGresult *r, dlock_state *out)
     out->held = 0;
     if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 1)) {
         out->held = 1;
-        /* The owner row of the locking process: "" for shared. */
+        /* The owner id of the locking process: none for shared. */
         snprintf(out->owner, sizeof out->owner, "%s",
                  PQgetisnull(r, 0, 0) || PQgetvalue(r, 0, 0)[0] == '\0'
                      ? "(shared holders)"
@@ -501,8 +438,10 @@ static int fu_floor(const struct dlock_uri *uri, const char *name,
      DLOCK_CAP_SESSION_PER_LOCK | DLOCK_CAP_NATIVE_WAIT | DLOCK_CAP_FAIR |  \
      DLOCK_CAP_SHARED | DLOCK_CAP_FENCING | DLOCK_CAP_LATCH)
 
-/* Version 15 or later, for the unlogged sequence of the fences; then the
- * session's TCP keepalives. */
+/* Version 15 or later, for the unlogged sequence of the fences; the
+ * client's epoch, if it knows none yet, so that its first lock need not
+ * let go for it (see the top: a lock let go loses its place in the
+ * queue); then the session's TCP keepalives. */
 static int tx_on_connect(struct pg_session *s, int64_t deadline, char *err,
                          size_t errlen)
 {
@@ -511,7 +450,8 @@ static int tx_on_connect(struct pg_session *s, int64_t deadline, char *err,
                      {cf->ka_idle, cf->ka_interval, cf->ka_count}};
     int rc;
 
-    if ((rc = dlock__pg_fence_server(s, err, errlen)) != DLOCK_OK)
+    if ((rc = dlock__pg_fence_server(s, err, errlen)) != DLOCK_OK ||
+        (rc = dlock__pg_fence_learn(s, err, errlen)) != DLOCK_OK)
         return rc;
     return dlock__pg_setup(s, &q, deadline, err, errlen);
 }
@@ -533,7 +473,8 @@ const struct pg_mode dlock__pg_mode_advisory_xact = {
         .fence_floor = dlock__pg_fence_floor, .forget = dlock__pg_forget,
         .floor_wait = dlock__pg_floor_wait,
     },
-    .no_table = "its owner ids are kept in the table dlock_owners",
+    .no_table = "its holders' owner ids are in their server processes' "
+                "application_name",
     .sql = {
         [TX_TRY] = TX_XACT("", "pg_try_advisory_xact_lock($3::bigint)"),
         [TX_TRY_SH] =
@@ -548,8 +489,8 @@ const struct pg_mode dlock__pg_mode_advisory_xact = {
     /* No fence per name: 0, unknown. */
     .inspect = DLOCK__PG_LOCKS_INSPECT(
         "NULL::bigint",
-        "(SELECT o.owner FROM dlock_owners o WHERE o.pid = l.pid"
-        " AND o.key = $1::text)"),
+        "(SELECT " TX_OWNER_OF("a") " FROM pg_stat_activity a"
+        " WHERE a.pid = l.pid)"),
     .on_connect = tx_on_connect,
     .prepare = true,
 };
@@ -558,7 +499,7 @@ const struct pg_mode dlock__pg_mode_advisory_xact = {
  * written (the release would have to commit them). A row locked by a
  * running transaction carries that transaction's id in xmax, which
  * pg_stat_activity shows with its server process: inspect's holder, whose
- * owner row (dlock_owners) names it. */
+ * application_name names it (see the top). */
 const struct pg_mode dlock__pg_mode_for_update = {
     .pub = {
         .name = "for_update",
@@ -602,10 +543,9 @@ const struct pg_mode dlock__pg_mode_for_update = {
             " owner text NOT NULL DEFAULT '',"
             " fence bigint NOT NULL DEFAULT 0, locked_at timestamptz)",
             TX_FENCE_DDL, NULL},
-    .inspect = "SELECT o.owner, a.pid"
+    .inspect = "SELECT " TX_OWNER_OF("a") ", a.pid"
                " FROM {t} t LEFT JOIN pg_stat_activity a"
-               " ON a.backend_xid = t.xmax LEFT JOIN dlock_owners o"
-               " ON o.pid = a.pid AND o.key = $1"
+               " ON a.backend_xid = t.xmax"
                " WHERE t.key = decode($1, 'hex')",
     .on_connect = tx_on_connect,
     .prepare = true,

@@ -5,9 +5,7 @@
 # Run by meson under with-servers.sh pg. PgBouncer (pool_mode=transaction,
 # no prepared statement support of its own: 1.18) stands between dlock and
 # the server, so a client's transactions land on whichever server
-# connection is free. (The pool is larger than the clients at once: a
-# holder whose fence needs its client's fence connection must find a
-# server connection free, or it waits behind the waiters it blocks.) The backend
+# connection is free. The backend
 # prepares its statements once per connection (conn.c): behind this pooler
 # a statement it prepared is missing on the next server connection
 # (26000), or its name is there already from another client (42P05), and
@@ -15,7 +13,12 @@
 # the caller. Checked: many short-lived clients (`dlock exec`, one session
 # each) and long-lived ones (`dlock bench`) take the same names; every
 # command and every run succeeds, no two holders overlap, and the fences
-# of a name strictly increase. Skipped (77) without pgbouncer.
+# of a name strictly increase. And a pool smaller than the contenders
+# (database "small", pool_size=3): each waiter blocked in its lock
+# transaction keeps a server connection, so a holder that needed a second
+# one (earlier versions: its fence's epoch, its owner row) waited behind
+# the waiters it blocks, for their lock_timeout; now every command must
+# succeed, in bounded time. Skipped (77) without pgbouncer.
 set -u
 
 dlock=${DLOCK_TEST_DLOCK:?set by meson: the dlock command}
@@ -60,6 +63,7 @@ for try in 1 2 3 4 5; do
     cat >"$dir/pgbouncer.ini" <<EOF
 [databases]
 $db = host=$host port=$port dbname=$db
+small = host=$host port=$port dbname=$db pool_size=3
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = $pport
@@ -126,5 +130,38 @@ for mode in advisory_xact for_update lease; do
     grep -q '"acquisitions":[1-9]' "$dir/bench.json" ||
         fail "$mode: no contended acquisition through the pooler"
     echo "ok $mode: 32 commands, fences increasing; bench: no overlap"
+done
+# A pool of 3 server connections, 6 contenders, fresh clients: no
+# command may wait for a second server connection while it holds.
+suri="postgres://$user:$pw@127.0.0.1:$pport/small"
+for mode in advisory_xact for_update; do
+    name="pooler-small-$mode-$$"
+    : >"$dir/fences"
+    t0=$SECONDS
+    pids=()
+    for w in 1 2 3 4 5 6; do
+        (
+            for i in 1 2 3; do
+                timeout 25 "$dlock" exec --uri "$suri?mode=$mode" \
+                    --timeout 30s "$name" \
+                    -c 'mkdir "$POOLER_DIR/held" || exit 3
+                        echo "$DLOCK_FENCE" >>"$POOLER_DIR/fences"
+                        sleep 0.1
+                        rmdir "$POOLER_DIR/held"' ||
+                    { echo "exec failed: exit $?"; exit 1; }
+            done
+        ) &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do
+        wait "$p" || fail "$mode: a dlock exec through the small pool failed"
+    done
+    took=$((SECONDS - t0))
+    n=$(wc -l <"$dir/fences")
+    [[ $n == 18 ]] || fail "$mode, small pool: $n commands ran, not 18"
+    sort -n -C -u "$dir/fences" ||
+        fail "$mode, small pool: fences not strictly increasing"
+    ((took <= 15)) || fail "$mode, small pool: 18 commands took ${took}s"
+    echo "ok $mode, pool of 3: 18 commands in ${took}s, fences increasing"
 done
 echo "PASS"

@@ -534,12 +534,12 @@ static void postgres__uri_parameters(void **state)
  * same as a connected client of each mode reports. The connection-bound
  * modes must claim a server-side silence limit [B-BOUND-1]; lease must
  * not be connection-bound. */
-/* The tx modes name the holder from the owner row of the lock's server
- * process, rewritten only when the process's own dlock.owner setting says
- * its last lock was another's: two handles of one client take one name in
- * turn over one pooled connection, and inspect names each in turn. (Behind
- * a transaction pooler the other handle would be another client's; the
- * setting lives in the server process, so the same holds.) */
+/* The tx modes name the holder from the application_name of the lock's
+ * server process, set local to the lock's transaction: two handles of one
+ * client take one name in turn over one pooled connection, and inspect
+ * names each in turn. (Behind a transaction pooler the other handle would
+ * be another client's; the name lives in the server process and ends with
+ * the transaction, so the same holds.) */
 static void postgres__tx_owner_follows_the_holder(void **state)
 {
     static const char *const ms[] = {"advisory_xact", "for_update"};
@@ -1003,8 +1003,8 @@ static void terminate_ours(PGconn *a)
 {
     long long n = sql_num(a,
                           "SELECT count(pg_terminate_backend(pid)) FROM "
-                          "pg_stat_activity WHERE application_name = "
-                          "'dlock:%ld'",
+                          "pg_stat_activity WHERE split_part("
+                          "application_name, ' ', 1) = 'dlock:%ld'",
                           (long)getpid());
     assert_true(n >= 1);
 }
@@ -1644,7 +1644,8 @@ static void postgres__fence_epoch_raised_and_bumped(void **state)
                 (unsigned long long)f4);
         assert_true(f2 > f1);
         assert_int_equal(f2, ((uint64_t)(e + 1) << 40) - 1);
-        /* advisory_xact draws it again over its fence connection. */
+        /* The tx modes let the lock go, move the epoch on the same
+         * connection, and lock and draw again. */
         assert_true(f3 > f2);
         assert_int_equal(f3 >> 40, (uint64_t)e + 1);
         assert_true(f4 > f3);

@@ -131,9 +131,10 @@ def lose(uri, name):
         _psql('DELETE FROM dlock_leases_u WHERE length(key) = 32')
     elif scheme == 'postgres':
         # The connection that holds the lock ends, as when an administrator
-        # or a failover ends it (the backend names them dlock:<pid>).
+        # or a failover ends it (the backend names them dlock:<pid>, with
+        # " owner:<id>" after it while advisory_xact or for_update hold).
         _psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-              " WHERE application_name = 'dlock:%d'" % os.getpid())
+              " WHERE split_part(application_name, ' ', 1) = 'dlock:%d'" % os.getpid())
     elif scheme == 'mysql' and mode in ('', 'insert'):
         _mysql('DELETE FROM dlock_locks')
     elif scheme == 'mysql':
