@@ -170,3 +170,18 @@ void rt_check_arrival_order(const char *log, size_t n)
             assert_true(from[i] >= to[i - 1]); /* one holder at a time */
     }
 }
+
+void rt_expect_refused(const char *u, const char *part)
+{
+    dlock_client *c = NULL;
+    char msg[512];
+    int rc = dlock_client_open(&c, u, NULL);
+
+    snprintf(msg, sizeof msg, "%s",
+             c != NULL ? dlock_client_errmsg(c) : "(no client)");
+    dlock_client_close(c);
+    if (rc != DLOCK_EINVAL)
+        fail_msg("%s: %s (%s), expected EINVAL", u, dlock_err_name(rc), msg);
+    if (strstr(msg, part) == NULL)
+        fail_msg("%s: message '%s' does not name '%s'", u, msg, part);
+}

@@ -43,6 +43,10 @@ struct waiter {
 };
 void *waiter_main(void *arg);
 
+/* Opening a client on URI u must fail with DLOCK_EINVAL and a message
+ * that names part; fails the test otherwise. */
+void rt_expect_refused(const char *u, const char *part);
+
 /* A lock handle with lease_ms (0: the URI's); fails the test on error. */
 dlock_lock *rt_lock(dlock_client *c, const char *name, uint32_t lease_ms);
 /* Read a log of holdings, lines "index grant_ns release_ns" (the waiting

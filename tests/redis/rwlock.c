@@ -336,35 +336,20 @@ static void rwlock__dlock_writer_excludes_java(void **state)
 
 /* ---- bad URIs --------------------------------------------------------------------- */
 
-static void expect_refused(const char *u, const char *part)
-{
-    dlock_client *c = NULL;
-    char msg[512];
-    int rc = dlock_client_open(&c, u, NULL);
-
-    snprintf(msg, sizeof msg, "%s",
-             c != NULL ? dlock_client_errmsg(c) : "(no client)");
-    dlock_client_close(c);
-    if (rc != DLOCK_EINVAL)
-        fail_msg("%s: %s (%s), expected EINVAL", u, dlock_err_name(rc), msg);
-    if (strstr(msg, part) == NULL)
-        fail_msg("%s: message '%s' does not name '%s'", u, msg, part);
-}
-
 static void rwlock__bad_uris_name_the_parameter(void **state)
 {
     char u[1200];
 
     (void)state;
     snprintf(u, sizeof u, "%s?mode=rwlock&prefer=readers", uri);
-    expect_refused(u, "prefer");
+    rt_expect_refused(u, "prefer");
     snprintf(u, sizeof u, "%s?mode=hash&prefer=writer", uri);
-    expect_refused(u, "prefer");
+    rt_expect_refused(u, "prefer");
     snprintf(u, sizeof u, "%s?mode=rwlock&cluster=1", uri);
-    expect_refused(u, "cluster");
+    rt_expect_refused(u, "cluster");
     snprintf(u, sizeof u, "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
                           "?mode=rwlock");
-    expect_refused(u, "mode");
+    rt_expect_refused(u, "mode");
 }
 
 int main(int argc, char **argv)
