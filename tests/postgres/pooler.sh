@@ -96,17 +96,24 @@ puri="postgres://$user:$pw@127.0.0.1:$pport/$db"
 echo "pgbouncer $(pgbouncer --version | head -1) on port $pport, pid $bouncer_pid"
 
 export POOLER_DIR=$dir
-for mode in advisory_xact for_update lease; do
-    name="pooler-$mode-$$"
+
+# LOOPS loops of EACH `dlock exec` at once on NAME through URI, each a
+# fresh client holding HOLD seconds (0: none) and bounded by LIMIT
+# seconds (0: no bound): every command succeeds, none overlaps another
+# (the mkdir), and the fences strictly increase. WHAT names the case.
+exec_loops() { # WHAT URI NAME LOOPS EACH HOLD LIMIT
+    local what=$1 u=$2 name=$3 loops=$4 each=$5 w i p n
+    local -a pids=() bound=()
+    export POOLER_HOLD=$6
+    (($7 == 0)) || bound=(timeout "$7")
     : >"$dir/fences"
-    # Short-lived clients: 4 loops of 8 commands at once, on one name.
-    pids=()
-    for w in 1 2 3 4; do
+    for ((w = 1; w <= loops; w++)); do
         (
-            for i in 1 2 3 4 5 6 7 8; do
-                "$dlock" exec --uri "$puri?mode=$mode" --timeout 30s "$name" \
+            for ((i = 1; i <= each; i++)); do
+                "${bound[@]}" "$dlock" exec --uri "$u" --timeout 30s "$name" \
                     -c 'mkdir "$POOLER_DIR/held" || exit 3
                         echo "$DLOCK_FENCE" >>"$POOLER_DIR/fences"
+                        [ "$POOLER_HOLD" = 0 ] || sleep "$POOLER_HOLD"
                         rmdir "$POOLER_DIR/held"' ||
                     { echo "exec failed: exit $?"; exit 1; }
             done
@@ -114,12 +121,17 @@ for mode in advisory_xact for_update lease; do
         pids+=($!)
     done
     for p in "${pids[@]}"; do
-        wait "$p" || fail "$mode: a dlock exec through the pooler failed"
+        wait "$p" || fail "$what: a dlock exec through the pooler failed"
     done
     n=$(wc -l <"$dir/fences")
-    [[ $n == 32 ]] || fail "$mode: $n commands ran, not 32"
+    ((n == loops * each)) || fail "$what: $n commands ran, not $((loops * each))"
     sort -n -C -u "$dir/fences" ||
-        fail "$mode: fences not strictly increasing: $(tr '\n' ' ' <"$dir/fences")"
+        fail "$what: fences not strictly increasing: $(tr '\n' ' ' <"$dir/fences")"
+}
+
+for mode in advisory_xact for_update lease; do
+    # Short-lived clients: 4 loops of 8 commands at once, on one name.
+    exec_loops "$mode" "$puri?mode=$mode" "pooler-$mode-$$" 4 8 0 0
     # Long-lived clients: many acquisitions per session, contended.
     "$dlock" bench --uri "$puri?mode=$mode" --workers 4 --duration 500ms \
         --warmup 0 --workloads uncontended,contended \
@@ -135,32 +147,10 @@ done
 # command may wait for a second server connection while it holds.
 suri="postgres://$user:$pw@127.0.0.1:$pport/small"
 for mode in advisory_xact for_update; do
-    name="pooler-small-$mode-$$"
-    : >"$dir/fences"
     t0=$SECONDS
-    pids=()
-    for w in 1 2 3 4 5 6; do
-        (
-            for i in 1 2 3; do
-                timeout 25 "$dlock" exec --uri "$suri?mode=$mode" \
-                    --timeout 30s "$name" \
-                    -c 'mkdir "$POOLER_DIR/held" || exit 3
-                        echo "$DLOCK_FENCE" >>"$POOLER_DIR/fences"
-                        sleep 0.1
-                        rmdir "$POOLER_DIR/held"' ||
-                    { echo "exec failed: exit $?"; exit 1; }
-            done
-        ) &
-        pids+=($!)
-    done
-    for p in "${pids[@]}"; do
-        wait "$p" || fail "$mode: a dlock exec through the small pool failed"
-    done
+    exec_loops "$mode, small pool" "$suri?mode=$mode" "pooler-small-$mode-$$" \
+        6 3 0.1 25
     took=$((SECONDS - t0))
-    n=$(wc -l <"$dir/fences")
-    [[ $n == 18 ]] || fail "$mode, small pool: $n commands ran, not 18"
-    sort -n -C -u "$dir/fences" ||
-        fail "$mode, small pool: fences not strictly increasing"
     ((took <= 15)) || fail "$mode, small pool: 18 commands took ${took}s"
     echo "ok $mode, pool of 3: 18 commands in ${took}s, fences increasing"
 done
