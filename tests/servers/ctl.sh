@@ -66,6 +66,8 @@ do_start() { # WAIT(0|1)
     # Leftover helpers (postgres backends of a killed postmaster) would
     # keep the data dir locked.
     dlt_stop_nodes KILL "$node" || exit 1
+    dlt_wait_ports_free "$node" ||
+        dlt_err "$kind-$index: its port is still taken; starting anyway"
     dlt_launch "$node"
     (($1)) || {
         # Only make sure it did not die at once (bad port etc.).

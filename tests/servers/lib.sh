@@ -292,6 +292,31 @@ dlt_ports_in_use() {
         /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
+# Wait (5 s at most) until no socket listens on NODE's ports. A process
+# SIGKILLed a moment ago can look dead (its main thread a zombie) while
+# its other threads still exit and hold its files, the listening socket
+# among them: a restart on the same port then fails to bind (seen with
+# redis-server's background threads). 1 if one still listens.
+dlt_wait_ports_free() { # NODE
+    local p hex end=$((SECONDS + 5))
+    local -a want=()
+    [[ -r $1/ports ]] || return 0
+    while read -r p; do
+        printf -v hex '%04X' "$p"
+        want+=("$hex")
+    done <"$1/ports"
+    while ((SECONDS < end)); do
+        # Local port ($2 "ADDR:PORT") in state 0A, LISTEN.
+        awk -v ports=" ${want[*]} " 'FNR > 1 && $4 == "0A" {
+                n = split($2, a, ":")
+                if (index(ports, " " a[n] " ")) found = 1
+            } END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null ||
+            return 0
+        sleep 0.02
+    done
+    return 1
+}
+
 # Pick N free ports for NODE and record them in NODE/ports. Serialised with
 # flock across every concurrent run (meson runs tests in parallel, each with
 # its own with-servers.sh), and ports recorded by other live or stopped runs
