@@ -24,7 +24,11 @@
  * a release and no callback runs after it.
  *
  * Costs: O(log n) per schedule and cancel; one wake-up per batch; nothing
- * per call for watching. Locks of equal leases taken together stay
+ * per call for watching. A wake-up a lock asked for is kept when the lock
+ * goes: a caller that acquires and releases in a loop wakes the thread once
+ * per renewal interval, not on every acquire (an eventfd write and a
+ * thread woken on another core, measured as a tenth of an uncontended
+ * PostgreSQL cycle). Locks of equal leases taken together stay
  * together, so 10 000 locks renew in about 10 000 / BATCH_MAX round trips
  * per interval.
  *
@@ -369,8 +373,12 @@ static void *wd_main(void *arg)
         struct dlock__timer *t = dlock__heap_top(&wd->heap);
         int64_t now = dlock_now_ms();
 
+        if (wd->kept_until <= now)
+            wd->kept_until = INT64_MAX;
         if (t == NULL || t->due > now)
-            wd_wait(wd, t != NULL ? t->due : INT64_MAX);
+            wd_wait(wd, t != NULL && t->due < wd->kept_until
+                            ? t->due
+                            : wd->kept_until);
         else if (hs == NULL || items == NULL || rcs == NULL)
             wd_wait(wd, now + NOMEM_RETRY_MS);
         else
@@ -396,6 +404,7 @@ void dlock__wd_init(struct dlock__watchdog *wd, struct dlock__pool *pool,
     pthread_mutex_init(&wd->mu, NULL);
     pthread_cond_init(&wd->done, NULL);
     wd->sleeping_until = INT64_MAX;
+    wd->kept_until = INT64_MAX;
 }
 
 /* Under wd->mu. */
@@ -450,8 +459,10 @@ int dlock__wd_schedule(struct dlock__watchdog *wd, struct dlock__held *h,
             rc = dlock__heap_push(&wd->heap, &h->timer);
         /* Wake the thread only if this timer is earlier than its sleep:
          * locks of one lease are scheduled in order, so this is rare. */
-        if (h->timer.due < wd->sleeping_until)
+        if (h->timer.due < wd->sleeping_until) {
+            wd->kept_until = h->timer.due;
             dlock__watch_wake(wd->watch);
+        }
     }
     pthread_mutex_unlock(&wd->mu);
     return rc;

@@ -30,6 +30,7 @@ struct dlock__watchdog {
     pthread_t thread;
     bool started, stop;
     int64_t sleeping_until; /* the thread's wake-up, INT64_MAX if none */
+    int64_t kept_until; /* a wake-up asked for, kept when its timer goes */
     char errmsg[DLOCK__ERRMSG_MAX];
 };
 

@@ -17,7 +17,11 @@
  * - a loss queued for dlock_client_dispatch() keeps its reason, and one
  *   whose handle is freed first is dropped with it;
  * - a grant that holds for less than the handle's lease is renewed at a
- *   third of what it holds.
+ *   third of what it holds;
+ * - a lock taken after many short holds (whose wake-ups the thread keeps)
+ *   is renewed in time, and the thread sleeps meanwhile: the process
+ *   spends far less CPU than the wall time (a busy thread would spend
+ *   all of it).
  *
  * The waits are bounded (a few seconds) and only wait for something to
  * happen; nothing here measures how fast it happens.
@@ -41,7 +45,7 @@
 
 /* ---- the in-process backend ------------------------------------------------ */
 
-#define WDT_NAMES 8
+#define WDT_NAMES 12
 
 struct wdt_name {
     char name[32];
@@ -562,6 +566,44 @@ static void watchdog__queued_loss_keeps_its_reason(void **state)
     dlock_client_close(c);
 }
 
+/* Twenty holds released at once leave the thread's wake-up at the first
+ * one's renewal (it keeps it, watchdog.c); a lock taken after them, due
+ * later, is renewed all the same, and the thread spins on nothing. */
+static void watchdog__renews_after_short_holds(void **state)
+{
+    struct lost_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct renews_at_least three = {"kept-b", 3};
+    struct timespec c0, c1;
+    int64_t t0;
+    (void)state;
+    dlock_client *c = open_client();
+    dlock_lock *a = new_lock(c, "kept-a", &log, 0);
+    dlock_lock *b = new_lock(c, "kept-b", &log, 0);
+
+    assert_int_equal(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0), 0);
+    t0 = dlock_now_ms();
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
+        assert_int_equal(dlock_release(a), DLOCK_OK);
+    }
+    sleep_ms(20);
+    assert_int_equal(dlock_acquire(b, 0), DLOCK_OK);
+    assert_true(within_5s(renewed_enough, &three));
+    assert_int_equal(dlock_held(b), 1);
+    assert_int_equal(wdt_renews("kept-a"), 0);
+    assert_int_equal(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1), 0);
+    /* Three renewals of a 300 ms lease: 300 ms of wall time at least; a
+     * thread polling its past wake-up would use a core all along. */
+    assert_true((c1.tv_sec - c0.tv_sec) * 1000 +
+                    (c1.tv_nsec - c0.tv_nsec) / 1000000 <
+                (dlock_now_ms() - t0) / 2);
+    assert_int_equal(dlock_release(b), DLOCK_OK);
+    assert_int_equal(log.calls, 0);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -572,6 +614,7 @@ int main(void)
         cmocka_unit_test(watchdog__ended_connection_doubts_before_thread_runs),
         cmocka_unit_test(watchdog__queued_loss_keeps_its_reason),
         cmocka_unit_test(watchdog__renews_at_the_lease_the_grant_holds),
+        cmocka_unit_test(watchdog__renews_after_short_holds),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
