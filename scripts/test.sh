@@ -15,6 +15,13 @@
 #   DLOCK_VARIANTS="plain" scripts/test.sh    a subset of variants
 #   DLOCK_FUZZ_SECONDS=0 scripts/test.sh      skip the libFuzzer run
 #   DLOCK_DEBIAN_CHECK=0 scripts/test.sh      skip the Debian packages
+#   DLOCK_TEST_JOBS=3 scripts/test.sh         tests run at once (default 5)
+#
+# Five at a time on two cores: the tests mostly wait (for leases to run
+# out, servers to restart, faults to end), not compute. Sampled every 10 s
+# over a whole run at five, the two cores were less than half busy in most
+# samples, with short peaks near 90 % (plain) and 97 % (ASan); the run took
+# 1 111 s against 1 654 s at three, with nothing failing.
 #
 # Ends with one line "N passed, N failed, N skipped (in N s)" over all
 # variants.
@@ -23,7 +30,7 @@ cd "$(dirname "$0")/.."
 
 variants=${DLOCK_VARIANTS:-plain asan tsan}
 fuzz_seconds=${DLOCK_FUZZ_SECONDS:-60}
-jobs=${DLOCK_TEST_JOBS:-3}
+jobs=${DLOCK_TEST_JOBS:-5}
 debian_check=${DLOCK_DEBIAN_CHECK:-1}
 
 bash scripts/setup-debian.sh
