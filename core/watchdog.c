@@ -26,9 +26,10 @@
  * Costs: O(log n) per schedule and cancel; one wake-up per batch; nothing
  * per call for watching. A wake-up a lock asked for is kept when the lock
  * goes: a caller that acquires and releases in a loop wakes the thread once
- * per renewal interval, not on every acquire (an eventfd write and a
- * thread woken on another core, measured as a tenth of an uncontended
- * PostgreSQL cycle). Locks of equal leases taken together stay
+ * per renewal interval, not on every acquire that follows a release (an
+ * eventfd write and a thread woken; whether it happened depended on
+ * whether the thread had gone back to sleep before the release). Locks of
+ * equal leases taken together stay
  * together, so 10 000 locks renew in about 10 000 / BATCH_MAX round trips
  * per interval.
  *
@@ -458,7 +459,8 @@ int dlock__wd_schedule(struct dlock__watchdog *wd, struct dlock__held *h,
         if (h->timer.idx == SIZE_MAX)
             rc = dlock__heap_push(&wd->heap, &h->timer);
         /* Wake the thread only if this timer is earlier than its sleep:
-         * locks of one lease are scheduled in order, so this is rare. */
+         * locks of one lease are scheduled in order, and the thread keeps
+         * this wake-up when the lock goes (kept_until), so this is rare. */
         if (h->timer.due < wd->sleeping_until) {
             wd->kept_until = h->timer.due;
             dlock__watch_wake(wd->watch);
