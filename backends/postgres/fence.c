@@ -238,18 +238,10 @@ static int fence_bump(struct pg_session *s, char *err, size_t errlen)
 
 int dlock__pg_fence_learn(struct pg_session *s, char *err, size_t errlen)
 {
-    struct pg_q read = {SQL_EPOCH, 0, {NULL}};
-    uint64_t known;
-    int rows, rc;
-
     if (atomic_load(&s->x->epoch) != 0)
         return DLOCK_OK;
-    rc = fence_run(s, &read, 1, 0, "fence epoch", &known, &rows, err, errlen);
-    if (rc == DLOCK_OK && rows == 0)
-        return fence_no_row(err, errlen);
-    if (rc == DLOCK_OK)
-        fence_learn(s->x, known);
-    return rc;
+    /* Epoch 0 is below any committed one: a read, and nothing raised. */
+    return fence_confirm(s, 0, err, errlen);
 }
 
 int dlock__pg_fence(struct pg_session *s, uint64_t v, uint64_t *out,

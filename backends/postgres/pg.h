@@ -385,6 +385,10 @@ int dlock__pg_listen_wait(struct dlock_session *s, struct pg_listener *ln,
  * (v >> 40) the durable epoch this client knows? If not, ask
  * dlock__pg_fence(). */
 bool dlock__pg_fence_ok(struct pg_ctx *x, uint64_t v);
+/* The client's epoch, while it knows none: read from the committed row
+ * (a confirm without a value), on autocommitted s. So a client's first
+ * lock usually needs no epoch work (tx.c). */
+int dlock__pg_fence_learn(struct pg_session *s, char *err, size_t errlen);
 /*
  * Make a fence of v, drawn over s (0: draw first), or of a new draw: the
  * epoch confirmed (and raised when the sequence ran past it), or the
@@ -393,10 +397,6 @@ bool dlock__pg_fence_ok(struct pg_ctx *x, uint64_t v);
  * about v runs on it, so in the server's life v was drawn in. DLOCK_OK
  * with *out, or the failure's code with err filled.
  */
-/* The client's epoch, while it knows none: read from the committed row
- * (a confirm without a value), on autocommitted s. So a client's first
- * lock usually needs no epoch work (tx.c). */
-int dlock__pg_fence_learn(struct pg_session *s, char *err, size_t errlen);
 int dlock__pg_fence(struct pg_session *s, uint64_t v, uint64_t *out,
                     char *err, size_t errlen);
 /* Can s's server give fences (version 15 or later, for the unlogged
