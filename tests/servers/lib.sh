@@ -283,13 +283,15 @@ dlt_node_pid() {
 
 # ---------------------------------------------------------------- ports
 
-# Ports in use by any socket on this machine (any state, any address), as
-# the kernel writes them: 4 upper-case hex digits. awk (mawk or gawk), not a
-# bash read loop: thousands of TIME_WAIT sockets left by earlier tests made
-# the loop slow under load.
-dlt_ports_in_use() {
-    awk 'FNR > 1 { n = split($2, a, ":"); print a[n] }' \
-        /proc/net/tcp /proc/net/tcp6 2>/dev/null
+# Ports in use by any socket on this machine (any address; in any state,
+# or only in STATE as the kernel writes it, 0A for LISTEN), as the kernel
+# writes them: 4 upper-case hex digits. awk (mawk or gawk), not a bash read
+# loop: thousands of TIME_WAIT sockets left by earlier tests made the loop
+# slow under load.
+dlt_ports_in_use() { # [STATE]
+    awk -v st="${1:-}" 'FNR > 1 && (st == "" || $4 == st) {
+            n = split($2, a, ":"); print a[n]
+        }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
 # Wait (5 s at most) until no socket listens on NODE's ports. A process
@@ -298,19 +300,17 @@ dlt_ports_in_use() {
 # among them: a restart on the same port then fails to bind (seen with
 # redis-server's background threads). 1 if one still listens.
 dlt_wait_ports_free() { # NODE
-    local p hex end=$((SECONDS + 5))
-    local -a want=()
+    local p want=() end=$((SECONDS + 5))
     [[ -r $1/ports ]] || return 0
     while read -r p; do
-        printf -v hex '%04X' "$p"
-        want+=("$hex")
+        printf -v p '%04X' "$p"
+        want+=("$p")
     done <"$1/ports"
+    ((${#want[@]} > 0)) || return 0
     while ((SECONDS < end)); do
-        # Local port ($2 "ADDR:PORT") in state 0A, LISTEN.
-        awk -v ports=" ${want[*]} " 'FNR > 1 && $4 == "0A" {
-                n = split($2, a, ":")
-                if (index(ports, " " a[n] " ")) found = 1
-            } END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null ||
+        # grep reads to the end (no -q): under pipefail an early exit
+        # could fail awk with SIGPIPE and pass for "none listens".
+        dlt_ports_in_use 0A | grep -xF "${want[@]/#/-e}" >/dev/null ||
             return 0
         sleep 0.02
     done
