@@ -567,13 +567,13 @@ static void postgres__tx_owner_follows_the_holder(void **state)
     }
 }
 
-/* advisory_xact's lock statement orders its steps by nested CASEs
- * (tx.c): the fence is drawn only once the lock is granted. A refused try
- * draws nothing; a wait draws when its wait ends, so a fence drawn by
- * another name while it waits is below its own (a draw at the start of
- * the wait would be above it). Each client has its epoch learned first,
- * so the value drawn with the lock is the one handed out (not one drawn
- * again over the fence connection). */
+/* advisory_xact's lock statement orders its steps by a CASE (tx.c): the
+ * fence is drawn only once the lock is granted. A refused try draws
+ * nothing; a wait draws when its wait ends, so a fence drawn by another
+ * name while it waits is below its own (a draw at the start of the wait
+ * would be above it). Each client has taken a lock first, so its epoch
+ * is known and the value drawn with the lock is the one handed out (not
+ * one drawn again after epoch work, which lets the lock go). */
 static void postgres__xact_draws_after_the_grant(void **state)
 {
     dlock_client *c[3];
