@@ -568,7 +568,7 @@ static void watchdog__queued_loss_keeps_its_reason(void **state)
 
 /* Twenty holds released at once leave the thread's wake-up at the first
  * one's renewal (it keeps it, watchdog.c); a lock taken after them, due
- * later, is renewed all the same, and the thread spins on nothing. */
+ * later, is renewed all the same, and the thread does not spin meanwhile. */
 static void watchdog__renews_after_short_holds(void **state)
 {
     struct lost_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
