@@ -240,8 +240,11 @@ static void file_close(struct dlock_session *s)
 /*
  * A lock file that cannot be opened: no permission (DLOCK_EACCES, exit
  * 73) names the remedy; anything else is an error of its own. With a
- * group, an empty file is one another member has just created and not
- * yet given the group's mode (file_open_lock): busy, try again.
+ * group, a file another member has just created may have refused us
+ * before its creator gave it the group's mode (dlock__file_open_at): if
+ * it is still empty (not given it yet), or has the group's mode now
+ * (given it since; it may already be locked and written), it is busy:
+ * try again. Either look, whenever it comes, settles the race.
  */
 static int file_open_error(struct dlock_session *s, const char *name,
                            size_t len, int e)
@@ -253,7 +256,8 @@ static int file_open_error(struct dlock_session *s, const char *name,
     if (e == EACCES && fs->gid != NO_GROUP) {
         dlock__file_name(fname, name, len);
         if (fstatat(fs->dirfd, fname, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            st.st_size == 0)
+            (st.st_size == 0 ||
+             (st.st_gid == fs->gid && (st.st_mode & 07777) == 0660)))
             return DLOCK_EBUSY;
     }
     if (e == EACCES || e == EPERM || e == EROFS)

@@ -25,6 +25,10 @@ void dlock__file_name(char fname[FILE_SEGMENT_MAX + 8], const char *name,
  * latch's). With a group, a file this user
  * owns gets that group and mode 0660 whatever the umask; the creator does
  * this right after creating it (one fstat per open, only with group=).
+ * So another member's open can fail (EACCES) in the moment between the
+ * two: if the file has the group's mode by the time we look, open it
+ * again. (If it has not yet, file.c's file_open_error looks once more
+ * and says busy.)
  */
 int dlock__file_open_at(int dirfd, const char *fname, gid_t gid)
 {
@@ -33,6 +37,13 @@ int dlock__file_open_at(int dirfd, const char *fname, gid_t gid)
 
     fd = openat(dirfd, fname, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
                 gid == NO_GROUP ? 0600 : 0660);
+    if (fd < 0 && errno == EACCES && gid != NO_GROUP) {
+        if (fstatat(dirfd, fname, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_gid == gid && (st.st_mode & 07777) == 0660)
+            fd = openat(dirfd, fname, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        else
+            errno = EACCES;
+    }
     if (fd < 0 || gid == NO_GROUP || fstat(fd, &st) != 0 ||
         st.st_uid != geteuid() ||
         (st.st_gid == gid && (st.st_mode & 07777) == 0660))
